@@ -1,0 +1,67 @@
+"""The benchmark registry: a plain dict from the official `submission_benchmark` name to its folder.
+
+Each folder has the same shape:
+    benchmark.yaml      rules side: target(s), runs per result, fixed/tunable hyperparameters
+    config.py           the typed config (pydantic; never imports torch)
+    configs/tiny.yaml   tiny-size preset (any system)
+    configs/<system>.yaml  settings tuned for one system (opens with the command that uses it)
+    tiny_rules.yaml     tiny-size compliance rules, run by the official checker
+Training code lives in `reference_impls/<name>/`.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+from benchmarks.base import BenchmarkDef
+from harness.errors import ConfigError, suggest
+from harness.schema import load_yaml, validate
+
+ROOT = Path(__file__).resolve().parent
+
+REGISTRY: dict[str, str] = {
+    "gpt3": "gpt3",
+    "llama2_70b_lora": "llama2_70b_lora",
+    "gnn": "gnn",
+    "stable_diffusion": "stable_diffusion",
+}
+
+# The common tiny rules; each benchmark's tiny_rules.yaml is chained from it.
+TINY_RULES = ROOT / "tiny_common.yaml"
+
+
+def folder(name: str) -> Path:
+    return ROOT / REGISTRY[name]
+
+
+@cache
+def _load(name: str) -> BenchmarkDef:
+    path = folder(name) / "benchmark.yaml"
+    d = validate(BenchmarkDef, load_yaml(path), str(path))
+    if d.name != name:
+        raise ConfigError(f"{path}: name '{d.name}' does not match its registry entry '{name}'")
+    return d
+
+
+def available() -> list[str]:
+    """Registered benchmarks whose definition exists (a benchmark lands with its folder)."""
+    return [n for n in REGISTRY if (folder(n) / "benchmark.yaml").exists()]
+
+
+def aliases() -> dict[str, str]:
+    out = {}
+    for n in available():
+        out[n] = n
+        for a in _load(n).aliases:
+            out[a] = n
+    return out
+
+
+def get(name: str) -> BenchmarkDef:
+    """Definition by official name or alias (`rgat`, `sd`, `llama2-lora`, ...)."""
+    table = aliases()
+    key = name.strip().lower()
+    if key not in table:
+        raise ConfigError(f"unknown benchmark '{name}'{suggest(key, table)}; known: {', '.join(available())}")
+    return _load(table[key])

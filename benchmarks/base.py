@@ -1,0 +1,90 @@
+"""What every benchmark definition and config has in common.
+
+`BenchmarkDef` is the rules side (from `benchmarks/<name>/benchmark.yaml`): target, runs per
+result, fixed closed-division hyperparameters. `BenchmarkConfig` is the base of each benchmark's
+typed config (`benchmarks/<name>/config.py`): the parallel layout and batch sizes that every
+benchmark has, plus the GPU-only optimisation switches. Field names follow the MLPerf log keys
+where one exists (`global_batch_size`, `opt_base_learning_rate`, ...) and Megatron's names for
+parallel degrees, so `--set` speaks the submitters' vocabulary.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from harness.schema import Strict
+
+
+class QualityTarget(Strict):
+    metric: str
+    """Name of the metric as the rules state it, e.g. 'log_perplexity', 'eval_accuracy', 'FID'."""
+    direction: Literal["lower", "higher"]
+    """'lower': reached when value <= target; 'higher': reached when value >= target."""
+    full: float
+    """The rules' target at full (MLPerf) size."""
+    tiny: float
+    """The calibrated target at tiny size (the tiny rules file uses the same number)."""
+
+    def target(self, size: str) -> float:
+        return self.full if size == "full" else self.tiny
+
+    def reached(self, value: float, size: str) -> bool:
+        t = self.target(size)
+        return value <= t if self.direction == "lower" else value >= t
+
+
+class BenchmarkDef(Strict):
+    name: str
+    """Official `submission_benchmark` name."""
+    aliases: list[str] = []
+    title: str
+    """Human name, e.g. 'GPT-3 175B pretraining'."""
+    ruleset: str = "4.0.0"
+    quality: list[QualityTarget]
+    """All must be reached (Stable Diffusion: FID and CLIP)."""
+    runs_per_result: int = Field(ge=1)
+    """Official number of runs for a result (mlperf_logging.benchmark_meta)."""
+    eval_cadence: str
+    """The rules' evaluation cadence, in words."""
+    progress_key: Literal["epoch_num", "samples_count"]
+    """Metadata key on `eval_accuracy` lines that measures progress (the RCP unit's carrier)."""
+    rcp_unit: Literal["tokens", "samples", "epochs", "images"]
+    fixed: dict[str, Any] = {}
+    """Closed-division hyperparameters that may not be changed (log key -> value)."""
+    tunable: list[str] = []
+    """Closed-division hyperparameters a submitter may choose."""
+    sizes: list[Literal["tiny", "full"]] = ["tiny", "full"]
+    config_class: str
+    """'module:Class' of the typed config (imported lazily, never imports torch)."""
+    entrypoint: str
+    """Module run as `python -m ENTRYPOINT --plan plan.json` in every rank."""
+
+
+class BenchmarkConfig(Strict):
+    """Layout, batch and optimisation switches shared by all four benchmarks."""
+
+    global_batch_size: int = Field(ge=1)
+    """Sequences/samples/images per optimizer step across all ranks (logged `global_batch_size`)."""
+    micro_batch_size: int = Field(1, ge=1)
+    """Samples per rank per forward/backward; GA = GBS / (DP x MBS)."""
+    tensor_model_parallel_size: int = Field(1, ge=1)
+    """TP degree (kept within a node's NVLink domain)."""
+    pipeline_model_parallel_size: int = Field(1, ge=1)
+    """PP degree."""
+    virtual_pipeline_model_parallel_size: int = Field(1, ge=1)
+    """Interleaved pipeline chunks per stage (VP); 1 = no interleaving."""
+    context_parallel_size: int = Field(1, ge=1)
+    """CP degree: the sequence split across ranks (long-sequence attention)."""
+    fp8: bool = False
+    """FP8 matmuls through Transformer Engine (GPU only)."""
+    cuda_graphs: bool = False
+    """Capture the step in CUDA graphs (GPU only)."""
+    seed_offset: int = 0
+    """Added to the run seed for data order (kept 0 except for debugging)."""
+
+    # Subclasses list which of their switches need a GPU, and which layout degrees they support.
+    GPU_ONLY: ClassVar[tuple[str, ...]] = ("fp8", "cuda_graphs")
+    # Parallel degrees beyond DP that the implementation supports (e.g. ("tp", "pp", "vp", "cp")).
+    SUPPORTS: ClassVar[tuple[str, ...]] = ()

@@ -1,0 +1,110 @@
+"""Typed GPT-3 config. Defaults are the reference (full size); configs/tiny.yaml shrinks the model.
+
+Closed-rule arithmetic (training_rules v4.0), at the reference GBS 1536:
+    warmup steps  = ceil(265    x 1536 / GBS)     e.g. GBS 2304 -> 177
+    decay steps   = ceil(108600 x 1536 / GBS)     e.g. GBS 2304 -> 72,400
+    ckpt step     = ceil(4000   x 1536 / GBS)     e.g. GBS 2304 -> 2,667
+    eval interval = ceil(24576 / GBS) steps       e.g. GBS 2304 -> 11 steps = 25,344 sequences
+    base LR       = 2e-5 for GBS <= 3072, 3e-5 above 4096 (either in between)
+The tiny size keeps the same formulas with its own reference constants (reference_* fields).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from benchmarks.base import BenchmarkConfig
+
+
+class Gpt3Config(BenchmarkConfig):
+    # ---- model (megatron-core GPTModel) -----------------------------------------------------
+    num_layers: int = Field(96, ge=1)
+    """Transformer layers."""
+    hidden_size: int = Field(12288, ge=8)
+    """Model width d."""
+    num_attention_heads: int = Field(96, ge=1)
+    ffn_hidden_size: int = Field(49152, ge=8)
+    """MLP width (4 d, GELU)."""
+    max_sequence_length: int = Field(2048, ge=8)
+    """Tokens per sequence (logged `max_sequence_length`; fixed at 2048 in the closed division)."""
+    vocab_size: int = Field(50257, ge=8)
+    """Vocabulary (C4 SentencePiece model at full size)."""
+    init_method_std: float = 0.006
+    dropout: float = 0.0
+
+    # ---- optimizer and schedule (log keys) ---------------------------------------------------
+    opt_name: str = "adam"
+    opt_base_learning_rate: float = 2.0e-5
+    """Peak LR. Closed: 2e-5 (GBS <= 3072) or 3e-5 (GBS >= 4096)."""
+    opt_end_learning_rate: float | None = None
+    """Floor of the cosine decay; default 10 % of the base LR."""
+    opt_learning_rate_warmup_steps: int | None = None
+    """Default ceil(reference_warmup_steps x reference_global_batch_size / GBS)."""
+    opt_learning_rate_decay_steps: int | None = None
+    """Default ceil(reference_decay_steps x reference_global_batch_size / GBS)."""
+    opt_learning_rate_decay_schedule: str = "cosine with linear warmup"
+    opt_adam_beta_1: float = 0.9
+    opt_adam_beta_2: float = 0.95
+    opt_adam_epsilon: float = 1.0e-8
+    opt_weight_decay: float = 0.1
+    opt_gradient_clip_norm: float = 1.0
+    init_checkpoint_step: int | None = None
+    """Step of the starting checkpoint at this GBS; default ceil(reference_checkpoint_step x ref GBS / GBS)."""
+
+    # ---- rule constants (the reference's numbers at its GBS) ---------------------------------
+    reference_global_batch_size: int = 1536
+    reference_warmup_steps: int = 265
+    reference_decay_steps: int = 108600
+    reference_checkpoint_step: int = 4000
+    """The checkpoint is at 4000 steps x 1536 = 6,144,000 sequences."""
+
+    # ---- data, evaluation, stopping ---------------------------------------------------------
+    eval_interval_samples: int = 24576
+    """Evaluate every ceil(eval_interval_samples / GBS) steps."""
+    eval_samples: int = 11590004
+    """Validation tokens... as logged (`eval_samples`); tiny: validation sequences."""
+    train_samples_cap: int = 20_000_000
+    """Stop (aborted) after this many training sequences without reaching the target."""
+
+    # ---- GPU-only optimisations ---------------------------------------------------------------
+    distributed_optimizer: bool = False
+    """Shard optimizer state over DP ranks (megatron distributed optimizer)."""
+    sequence_parallel: bool = False
+    """Megatron sequence parallelism with TP (needs TE/Apex norms)."""
+    tp_comm_overlap: bool = False
+    """Overlap TP collectives with GEMMs (userbuffers)."""
+    overlap_grad_reduce: bool = True
+    """Overlap the DP gradient reduce-scatter with backward."""
+    overlap_param_gather: bool = False
+    """Overlap the distributed optimizer's param all-gather with forward."""
+    activation_recompute: Literal["none", "selective", "full"] = "none"
+    precision: Literal["fp32", "bf16"] = "bf16"
+    """Compute dtype; the CPU path runs fp32."""
+
+    GPU_ONLY: ClassVar[tuple[str, ...]] = ("fp8", "cuda_graphs", "distributed_optimizer",
+                                            "sequence_parallel", "tp_comm_overlap", "overlap_param_gather")
+    SUPPORTS: ClassVar[tuple[str, ...]] = ("tp", "pp", "vp", "cp")
+
+    @model_validator(mode="after")
+    def _derive(self):
+        scale = self.reference_global_batch_size / self.global_batch_size
+        derived = {
+            "opt_end_learning_rate": self.opt_base_learning_rate * 0.1,
+            "opt_learning_rate_warmup_steps": math.ceil(self.reference_warmup_steps * scale),
+            "opt_learning_rate_decay_steps": math.ceil(self.reference_decay_steps * scale),
+            "init_checkpoint_step": math.ceil(self.reference_checkpoint_step * scale),
+        }
+        for k, v in derived.items():
+            if getattr(self, k) is None:
+                object.__setattr__(self, k, v)  # frozen model: fill derived values once
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(f"hidden_size {self.hidden_size} is not divisible by num_attention_heads "
+                             f"{self.num_attention_heads}")
+        return self
+
+    @property
+    def eval_interval_steps(self) -> int:
+        return math.ceil(self.eval_interval_samples / self.global_batch_size)

@@ -1,0 +1,88 @@
+"""What every training process does first: read its plan, join the process group, set threads,
+open the MLPerf log on rank 0, and turn SIGINT/SIGTERM into a flag checked at step boundaries.
+
+    rt = runtime.start(plan_path)        # in reference_impls/<name>/__main__.py
+    ...                                  # train; check rt.stop_requested each step
+    rt.finish(success)                   # run_stop{status}, destroy the process group
+
+torchrun/srun provide RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT; a single local process
+gets a one-rank group so that megatron-core's parallel_state works the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.mllog import MLLog
+from harness.plan import RunPlan
+
+
+@dataclass
+class Runtime:
+    plan: RunPlan
+    rank: int
+    world_size: int
+    local_rank: int
+    device: str
+    log: MLLog
+    stop_requested: bool = False
+    signal_received: int | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def is_rank0(self) -> bool:
+        return self.rank == 0
+
+    def finish(self, success: bool, metadata: dict | None = None) -> int:
+        """Write run_stop if training did not, close the log; return the process exit code."""
+        if self.log.run_started:
+            self.log.run_stop(success, metadata)
+        self.log.close()
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+        if self.signal_received is not None:
+            return 130
+        return 0 if success else 3
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(plan_path: str | Path, init_process_group: bool = True) -> Runtime:
+    import torch
+
+    plan = RunPlan.load(Path(plan_path))
+    rank = int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", 0)))
+    world = int(os.environ.get("WORLD_SIZE", os.environ.get("SLURM_NTASKS", 1)))
+    local_rank = int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", 0)))
+    torch.set_num_threads(plan.threads_per_process)
+    device = "cpu"
+    if plan.device == "cuda":
+        torch.cuda.set_device(local_rank)
+        device = f"cuda:{local_rank}"
+    if init_process_group:
+        import torch.distributed as dist
+
+        if world == 1:
+            os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+            os.environ.setdefault("MASTER_PORT", str(_free_port()))
+        dist.init_process_group("nccl" if plan.device == "cuda" else "gloo", rank=rank, world_size=world)
+    rt = Runtime(plan=plan, rank=rank, world_size=world, local_rank=local_rank, device=device,
+                 log=MLLog(plan.log_path if rank == 0 else None, rank))
+
+    def _on_signal(signum, _frame):
+        rt.stop_requested = True
+        rt.signal_received = signum
+
+    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, _on_signal)
+    return rt
