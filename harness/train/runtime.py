@@ -61,6 +61,10 @@ def start(plan_path: str | Path, init_process_group: bool = True) -> Runtime:
     import torch
 
     plan = RunPlan.load(Path(plan_path))
+    # A Slurm prologue that dropped the page cache (or tried and failed) says so here, so the
+    # logged cache_clear is the truth about this run.
+    if os.environ.get("MLPERF_CACHE_CLEARED") in ("0", "1"):
+        plan = plan.model_copy(update={"cache_cleared": os.environ["MLPERF_CACHE_CLEARED"] == "1"})
     rank = int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", 0)))
     world = int(os.environ.get("WORLD_SIZE", os.environ.get("SLURM_NTASKS", 1)))
     local_rank = int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", 0)))
