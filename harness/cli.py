@@ -90,8 +90,9 @@ def main(argv=None):
     except Exception as e:  # noqa: BLE001 - last line of defence: one line, exit 1
         if debug:
             raise
-        click.echo(f"error: internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)",
-                   err=True)
+        click.echo(
+            f"error: internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)", err=True
+        )
         sys.exit(INTERNAL)
 
 

@@ -49,8 +49,9 @@ def _config_file(path: Path, size: str) -> dict[str, Any] | None:
     unknown = set(data) - CONFIG_FILE_KEYS
     if unknown:
         k = sorted(unknown)[0]
-        raise ConfigError(f"{path}: unknown top-level key '{k}'{suggest(k, CONFIG_FILE_KEYS)}; "
-                          f"settings go under 'config:'")
+        raise ConfigError(
+            f"{path}: unknown top-level key '{k}'{suggest(k, CONFIG_FILE_KEYS)}; settings go under 'config:'"
+        )
     if data.get("size", "full") != size:
         return None
     cfg = data.get("config") or {}
@@ -59,32 +60,39 @@ def _config_file(path: Path, size: str) -> dict[str, Any] | None:
     return cfg
 
 
-def resolve(defn: BenchmarkDef, size: str, system_name: str, division: str,
-            overrides: dict[str, Any]) -> tuple[BenchmarkConfig, dict[str, str], list[str]]:
+def resolve(
+    defn: BenchmarkDef, size: str, system_name: str, division: str, overrides: dict[str, Any]
+) -> tuple[BenchmarkConfig, dict[str, str], list[str]]:
     """(config, provenance, sources) for one benchmark; raises ConfigError on any bad key/value."""
     cls = config_class(defn)
     fields = set(cls.model_fields)
     layers: list[tuple[str, dict[str, Any]]] = []
+    files: list[str] = []
     folder = benchmarks.folder(defn.name) / "configs"
     if size == "tiny":
         tiny = _config_file(folder / "tiny.yaml", "tiny")
         if tiny is None:
-            raise ConfigError(f"{defn.name} has no tiny size ({folder / 'tiny.yaml'} is missing)")
-        layers.append((f"size:tiny ({_rel(folder / 'tiny.yaml')})", tiny))
+            raise ConfigError(f"{defn.name} has no tiny size ({_rel(folder / 'tiny.yaml')} is missing)")
+        layers.append(("size:tiny", tiny))
+        files.append(_rel(folder / "tiny.yaml"))
     sys_file = folder / f"{system_name}.yaml"
     tuned = _config_file(sys_file, size)
     if tuned is not None:
-        layers.append((f"system:{system_name} ({_rel(sys_file)})", tuned))
+        layers.append((f"system:{system_name}", tuned))
+        files.append(_rel(sys_file))
 
     # --set: unknown keys and fixed closed-division hyperparameters are refused up front.
     for k, v in overrides.items():
         if k not in fields:
-            raise ConfigError(f"--set {k}: unknown key for {defn.name}{suggest(k, fields)}; "
-                              f"see `mlperf run {defn.name} --dry-run` for all keys")
+            raise ConfigError(
+                f"--set {k}: unknown key for {defn.name}{suggest(k, fields)}; "
+                f"see `mlperf run {defn.name} --dry-run` for all keys"
+            )
         if k in defn.fixed and (division == "closed" or size == "tiny") and v != defn.fixed[k]:
             raise ConfigError(
                 f"--set {k}={v}: '{k}' is fixed at {defn.fixed[k]} by the closed-division rules of "
-                f"{defn.name} (ruleset {defn.ruleset}); only an open-division full-size run may change it")
+                f"{defn.name} (ruleset {defn.ruleset}); only an open-division full-size run may change it"
+            )
     if overrides:
         layers.append(("--set", overrides))
 
@@ -101,7 +109,7 @@ def resolve(defn: BenchmarkDef, size: str, system_name: str, division: str,
         if k not in provenance:
             default = cls.model_fields[k].default
             provenance[k] = "default" if getattr(cfg, k) == default else "derived"
-    return cfg, provenance, [s for s, _ in layers]
+    return cfg, provenance, [f"{s} ({f})" for (s, _), f in zip(layers, files + ["command line"])]
 
 
 def _rel(p: Path) -> str:

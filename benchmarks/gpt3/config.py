@@ -84,8 +84,14 @@ class Gpt3Config(BenchmarkConfig):
     precision: Literal["fp32", "bf16"] = "bf16"
     """Compute dtype; the CPU path runs fp32."""
 
-    GPU_ONLY: ClassVar[tuple[str, ...]] = ("fp8", "cuda_graphs", "distributed_optimizer",
-                                            "sequence_parallel", "tp_comm_overlap", "overlap_param_gather")
+    GPU_ONLY: ClassVar[tuple[str, ...]] = (
+        "fp8",
+        "cuda_graphs",
+        "distributed_optimizer",
+        "sequence_parallel",
+        "tp_comm_overlap",
+        "overlap_param_gather",
+    )
     SUPPORTS: ClassVar[tuple[str, ...]] = ("tp", "pp", "vp", "cp")
 
     @model_validator(mode="after")
@@ -101,8 +107,10 @@ class Gpt3Config(BenchmarkConfig):
             if getattr(self, k) is None:
                 object.__setattr__(self, k, v)  # frozen model: fill derived values once
         if self.hidden_size % self.num_attention_heads:
-            raise ValueError(f"hidden_size {self.hidden_size} is not divisible by num_attention_heads "
-                             f"{self.num_attention_heads}")
+            raise ValueError(
+                f"hidden_size {self.hidden_size} is not divisible by num_attention_heads "
+                f"{self.num_attention_heads}"
+            )
         return self
 
     @property

@@ -40,12 +40,16 @@ def choose(kind: str | None, system, world_size: int) -> str:
     """The launcher: --launcher, else the system's; a one-process launcher can't run N ranks."""
     k = kind or system.launcher.kind
     if k not in KINDS:
-        raise ConfigError(f"--launcher {k}: unknown launcher{suggest(k, KINDS)}; choose one of {', '.join(KINDS)}")
+        raise ConfigError(
+            f"--launcher {k}: unknown launcher{suggest(k, KINDS)}; choose one of {', '.join(KINDS)}"
+        )
     if k == "local" and world_size > 1:
         k = "torchrun"  # N ranks on one host: torchrun is the standard rendezvous
     if k == "torchrun" and system.nodes > 1:
-        raise ConfigError(f"system '{system.name}' has {system.nodes} nodes: torchrun alone launches one node; "
-                          f"use --launcher slurm")
+        raise ConfigError(
+            f"system '{system.name}' has {system.nodes} nodes: torchrun alone launches one node; "
+            f"use --launcher slurm"
+        )
     return k
 
 

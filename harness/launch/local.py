@@ -43,7 +43,9 @@ class LocalLauncher:
         env = f"OMP_NUM_THREADS={p.threads_per_process} "
         lines = [env + shlex.join(self.argv(p, entry))]
         if len(plans) > 1:
-            lines.append(f"# ... then the same for runs 2..{len(plans)} (one process each, in sequence)")
+            lines.append(
+                f"# ... then the same for runs 2..{len(plans)}, in sequence, each with its own plan.json"
+            )
         return "\n".join(lines)
 
     def run(self, plans, system, entry, monitor) -> None:
@@ -51,11 +53,34 @@ class LocalLauncher:
             rc = self._run_one(plan, system, entry, monitor)
             monitor.finished(plan, rc)
 
+    def run_module(self, plan, system, module: str) -> int:
+        """One helper process for a plan (data preparation), output shown and kept."""
+        argv = [sys.executable, "-m", module, "--plan", str(Path(plan.run_dir) / "plan.json")]
+        log = Path(plan.run_dir) / "prepare.log"
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.STDOUT, env=_env(plan, system), start_new_session=True
+            )
+            try:
+                rc = proc.wait()
+            except KeyboardInterrupt:
+                _stop(proc)
+                raise
+        tail = log.read_text(errors="replace").strip().splitlines()[-1:] if rc else []
+        for line in tail:
+            print(line, file=sys.stderr)
+        return rc
+
     def _run_one(self, plan, system, entry, monitor) -> int:
         run_dir = Path(plan.run_dir)
         with open(run_dir / "stdout.log", "ab") as out:
-            proc = subprocess.Popen(self.argv(plan, entry), stdout=out, stderr=subprocess.STDOUT,
-                                    env=_env(plan, system), start_new_session=True)
+            proc = subprocess.Popen(
+                self.argv(plan, entry),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=_env(plan, system),
+                start_new_session=True,
+            )
             try:
                 while proc.poll() is None:
                     monitor.poll(plan)
@@ -71,9 +96,20 @@ class TorchrunLauncher(LocalLauncher):
     name = "torchrun"
 
     def argv(self, plan: RunPlan, entry: str) -> list[str]:
-        return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
-                "--nproc-per-node", str(plan.layout.procs_per_node), "-m", entry,
-                "--plan", str(Path(plan.run_dir) / "plan.json")]
+        return [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nnodes",
+            "1",
+            "--nproc-per-node",
+            str(plan.layout.procs_per_node),
+            "-m",
+            entry,
+            "--plan",
+            str(Path(plan.run_dir) / "plan.json"),
+        ]
 
 
 def _stop(proc: subprocess.Popen, grace_s: float = 20.0) -> None:

@@ -1,0 +1,42 @@
+"""`mlperf prepare BENCH`: generate tiny data deterministically, or validate a full dataset."""
+
+from __future__ import annotations
+
+import click
+
+from harness.errors import OK
+
+
+@click.command()
+@click.argument("benchmark")
+@click.option("--size", type=click.Choice(["tiny", "full"]), default="tiny", show_default=True)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False),
+    help="Dataset folder (default: ~/.cache/mlperf-harness/data/<bench>/<size>).",
+)
+@click.option(
+    "--system",
+    default=None,
+    help="System whose config shapes the data (default: cpu-local for tiny, dgx-h100x8 for full).",
+)
+@click.option("--force", is_flag=True, help="Regenerate tiny data even if it is already prepared.")
+def prepare(benchmark, size, data_dir, system, force):
+    """Prepare BENCHMARK's data. Tiny: synthetic, deterministic, offline. Full: check that every
+    file of the official dataset is where it should be, and say what is missing and where it comes from."""
+    import tempfile
+
+    from harness import execute, runner
+
+    system = system or ("cpu-local" if size == "tiny" else "dgx-h100x8")
+    with tempfile.TemporaryDirectory(prefix="mlperf-prepare-") as tmp:
+        r = runner.resolve(benchmark, system, size, 1, 0, tmp, (), None, data_dir)
+        runner.write_plans(r.plans)
+        plan = r.plans[0]
+        if force:
+            from pathlib import Path
+
+            (Path(plan.data_dir) / "PREPARED.json").unlink(missing_ok=True)
+        execute.prepare(r.plans, r.system)
+        click.echo(f"{r.definition.name} ({size}) data ready in {plan.data_dir}")
+    return OK

@@ -1,0 +1,135 @@
+"""`mlperf run BENCH --system NAME`: resolve, show (--dry-run) or execute, then report and score."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from harness.errors import OK, TARGET_NOT_REACHED, Interrupted
+
+SCHEMA_VERSION = 1
+
+
+@click.command()
+@click.argument("benchmark")
+@click.option(
+    "--system",
+    "system",
+    default="cpu-local",
+    show_default=True,
+    help="System name from systems/ or a descriptor file.",
+)
+@click.option(
+    "--size", type=click.Choice(["tiny", "full"]), help="Default: tiny on CPU systems, full elsewhere."
+)
+@click.option("--runs", type=int, help="Runs to make (default: the official count: 3 gpt3, 10 others).")
+@click.option("--seed", type=int, help="Seed of the first run; run i uses seed+i (default: random).")
+@click.option("--results-dir", default="results", show_default=True, type=click.Path(file_okay=False))
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False),
+    help="Dataset folder (default: ~/.cache/mlperf-harness/data/<bench>/<size>).",
+)
+@click.option(
+    "--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a config value (repeatable)."
+)
+@click.option(
+    "--nproc-per-node", type=int, help="Processes per node (default: the system's accelerators per node)."
+)
+@click.option(
+    "--launcher", type=click.Choice(["local", "torchrun", "slurm"]), help="Override the system's launcher."
+)
+@click.option(
+    "--apply-tuning", is_flag=True, help="Run the system's node tuning commands in the job prologue."
+)
+@click.option(
+    "--dry-run", is_flag=True, help="Print the resolved config, layout and launch command; run nothing."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+def run(
+    benchmark,
+    system,
+    size,
+    runs,
+    seed,
+    results_dir,
+    data_dir,
+    sets,
+    nproc_per_node,
+    launcher,
+    apply_tuning,
+    dry_run,
+    as_json,
+):
+    """Run BENCHMARK's reference implementation on a system and write MLPerf logs into RESULTS_DIR
+    as an official submission tree."""
+    from harness import runner
+
+    resolved = runner.resolve(
+        benchmark, system, size, runs, seed, results_dir, sets, nproc_per_node, data_dir, launcher
+    )
+    if dry_run:
+        from harness.commands.run_show import show_dry_run
+
+        show_dry_run(resolved, Path(results_dir), as_json, apply_tuning)
+        return OK
+
+    from harness.execute import as_dict, execute
+
+    try:
+        results = execute(resolved, Path(results_dir), quiet=as_json, apply_tuning=apply_tuning)
+    except KeyboardInterrupt:
+        raise Interrupted("interrupted: running runs were stopped and logged as aborted") from None
+    score = _score(resolved, results)
+    if as_json:
+        doc = {
+            "schema_version": SCHEMA_VERSION,
+            "benchmark": resolved.definition.name,
+            "system": resolved.system.name,
+            "size": resolved.plans[0].size,
+            "division": resolved.system.division,
+            "target": resolved.plans[0].target,
+            "runs": [as_dict(r) for r in results],
+            "score_min": score,
+            "status": "success" if all(r.status == "success" for r in results) else "target_not_reached",
+        }
+        click.echo(json.dumps(doc, indent=2))
+    else:
+        _table(resolved, results, score)
+    return OK if all(r.status == "success" for r in results) else TARGET_NOT_REACHED
+
+
+def _score(resolved, results) -> float | None:
+    """Olympic mean once the official number of runs exists (this invocation's runs)."""
+    from harness.results.score import olympic_mean
+
+    need = resolved.definition.runs_per_result
+    times = [r.time_to_train_min for r in results if r.result_file and r.time_to_train_min is not None]
+    if len(times) < need:
+        return None
+    return olympic_mean(times)
+
+
+def _table(resolved, results, score) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    out = Console(file=sys.stdout)
+    t = Table(title=f"{resolved.definition.name} on {resolved.system.name} ({resolved.plans[0].size})")
+    for col in ("run", "seed", "status", "quality", "time-to-train (min)", "result"):
+        t.add_column(col)
+    for r in results:
+        q = ", ".join(f"{k} {v:.4g}" for k, v in r.quality.items()) or "-"
+        ttt = f"{r.time_to_train_min:.4f}" if r.time_to_train_min is not None else "-"
+        t.add_row(str(r.run + 1), str(r.seed), r.status, q, ttt, r.result_file or f"(see {r.run_dir})")
+    out.print(t)
+    need = resolved.definition.runs_per_result
+    if score is not None:
+        out.print(
+            f"score (olympic mean of {len(results)} runs, fastest and slowest dropped): {score:.4f} min"
+        )
+    else:
+        out.print(f"score: needs {need} completed runs (this invocation made {len(results)})")
