@@ -1,0 +1,602 @@
+"""`mlperf check`: the official MLPerf checkers over a log, a folder of logs or a submission tree.
+
+What runs (mlperf-logging 4.1.68, in-process, never re-encoding a rule):
+- every log: the compliance checker (`mlp_compliance`), with the official rules of `--ruleset`
+  (default 4.0.0) or, for our tiny logs (`harness_size: tiny`), `benchmarks/tiny_common.yaml`
+  (which chains `benchmarks/<name>/tiny_rules.yaml`);
+- a submission tree (`<org>/systems/*.json` + `<org>/results/<system>/<benchmark>/`): see
+  `harness/check_tree.py` (package, system-description, seed and RCP checkers).
+
+Surviving what crashes the official tools: the checker runs inside try/except per file with the
+module global `enqueued_configs` reset first, its logging/stdout/warnings captured; a pre-scan of
+each log (harness.results.parse) locates lines the official parser cannot take: a missing
+`metadata`/`time_ms`/`key`/`value` (uncaught KeyError there), a non-object JSON line (TypeError),
+and MLLOG lines over 32 KB (its `re.sub('.*:::MLLOG ', ...)` is quadratic in the line length:
+a 10 MB line would take hours), unreadable files (symlink loops, directories, permissions).
+Every finding is one line: file, line, what the checker said, and a plain-English fix. The full
+checker text is kept in `--json` (`detail`), so nothing the official tools say is hidden.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import os
+import re
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from harness.errors import ConfigError
+from harness.results.parse import TOKEN, parse_record
+
+SCHEMA_VERSION = 1
+DEFAULT_RULESET = "4.0.0"
+MAX_LINE = 32 * 1024  # longest MLLOG line handed to the official parser (see module docstring)
+LOG_SUFFIXES = (".txt", ".log")
+
+
+@dataclass
+class Finding:
+    file: str
+    line: int | None  # 1-based line in the file, when the finding is about one line
+    tool: str  # compliance | package | system-desc | seed | rcp | harness
+    severity: str  # error | warning
+    message: str  # what the official tool said (its first lines, condensed)
+    fix: str  # what to do about it, in plain English
+    detail: str = ""  # the tool's full text
+
+    def one_line(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.severity}: [{self.tool}] {self.message} -- fix: {self.fix}"
+
+
+@dataclass
+class LogResult:
+    path: str
+    rules: str  # rule file the checker started from
+    passed: bool
+    crashed: bool = False
+    tiny: bool = False
+    benchmark: str | None = None
+    division: str | None = None
+    seconds: float = 0.0
+    findings: list[Finding] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------------
+# pre-scan: where each MLLOG line is, and what would crash the official parser
+
+
+@dataclass
+class _Scan:
+    file_line: list[int] = field(default_factory=list)  # MLLOG index -> 1-based file line
+    text: list[str] = field(default_factory=list)  # stripped text after the token (short lines)
+    keys: dict = field(default_factory=dict)  # key -> [MLLOG index, ...]
+    first_value: dict = field(default_factory=dict)
+    bad: list = field(default_factory=list)  # (file line, why, fatal) fatal = crashes the checker
+    too_long: list = field(default_factory=list)  # (file line, length)
+    error: str | None = None  # cannot read
+
+
+def _scan(path: str) -> _Scan:
+    s = _Scan()
+    try:
+        with open(path, encoding="latin-1") as f:
+            for n, line in enumerate(f, 1):
+                if TOKEN not in line:
+                    continue
+                idx = len(s.file_line)
+                s.file_line.append(n)
+                if len(line) > MAX_LINE:
+                    s.too_long.append((n, len(line)))
+                    s.text.append("")
+                    continue
+                text = line[line.rindex(TOKEN) :].strip()[len(TOKEN) :]
+                s.text.append(text)
+                m, err = parse_record(text)
+                if err:
+                    s.bad.append((n, err, _crashes_official_parser(text)))
+                    continue
+                s.keys.setdefault(m["key"], []).append(idx)
+                s.first_value.setdefault(m["key"], m["value"])
+    except OSError as e:
+        s.error = e.strerror or str(e)
+    return s
+
+
+def _crashes_official_parser(text: str) -> bool:
+    """True where mlp_parser.string_to_logline raises something other than ValueError (uncaught
+    there): JSON that is not an object, a missing field (KeyError), time_ms None/object (TypeError).
+    ValueErrors (bad JSON, time_ms "1.2.3") are reported by the checker as parsing errors."""
+    try:
+        m = json.loads(text)
+        float(m["time_ms"])
+        m["key"], m["value"], m["metadata"]  # noqa: B018 - the accesses are the test
+    except ValueError:
+        return False
+    except Exception:  # noqa: BLE001
+        return True
+    return False
+
+
+# ------------------------------------------------------------------------------------------
+# running the official compliance checker in-process
+
+
+@contextlib.contextmanager
+def captured_official_output():
+    """Capture what the official tools log, print and warn; yields (records, stdout, warnings)."""
+    records: list[tuple[str, str]] = []
+
+    class _Handler(logging.Handler):
+        def emit(self, record):
+            try:
+                records.append((record.levelname, record.getMessage()))
+            except Exception:  # noqa: BLE001 - a bad format string must not kill the check
+                records.append((record.levelname, str(record.msg)))
+
+    root = logging.getLogger()
+    handler = _Handler(level=logging.INFO)
+    old_level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always")
+            yield records, out, warned
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old_level)
+
+
+def tiny_rules_path() -> str:
+    try:
+        from benchmarks import TINY_RULES
+
+        return str(TINY_RULES)
+    except Exception:  # noqa: BLE001 - the path is all we need; don't let the registry break check
+        return str(Path(__file__).resolve().parent.parent / "benchmarks" / "tiny_common.yaml")
+
+
+def rules_for(scan: _Scan, ruleset: str) -> tuple[str, bool]:
+    tiny = scan.first_value.get("harness_size") == "tiny"
+    return (tiny_rules_path() if tiny else f"training_{ruleset}/common.yaml"), tiny
+
+
+def check_log(
+    path: str | os.PathLike, ruleset: str = DEFAULT_RULESET, display: str | None = None
+) -> LogResult:
+    """Run the official compliance checker on one log. Never raises for the file's contents."""
+    path = os.fspath(path)
+    display = display or path
+    t0 = time.perf_counter()
+    scan = _scan(path)
+    config, tiny = rules_for(scan, ruleset)
+    res = LogResult(path=display, rules=config, passed=False, tiny=tiny)
+    res.benchmark = scan.first_value.get("submission_benchmark")
+    res.division = scan.first_value.get("submission_division")
+    if scan.error:
+        res.findings.append(
+            Finding(
+                display,
+                None,
+                "harness",
+                "error",
+                f"cannot read the file: {scan.error}",
+                "point at a readable log file (a broken or looping symlink, a directory or a permission problem)",
+            )
+        )
+        return _done(res, t0)
+    if scan.too_long:
+        for n, length in scan.too_long[:3]:
+            res.findings.append(
+                Finding(
+                    display,
+                    n,
+                    "harness",
+                    "error",
+                    f"MLLOG line of {length:,} characters: not passed to the official checker, whose parser "
+                    "takes time quadratic in the line length (hours for megabytes)",
+                    "MLPerf lines are a few hundred bytes: remove the line or the junk that was written into it",
+                )
+            )
+        res.crashed = True
+        return _done(res, t0)
+    fatal = [(n, why) for n, why, is_fatal in scan.bad if is_fatal]
+
+    from mlperf_logging.compliance_checker import mlp_compliance
+
+    mlp_compliance.enqueued_configs.clear()  # leftovers from a previous file (or a crash) chain on
+    checker = mlp_compliance.make_checker("training", ruleset, False, False)
+    crash = None
+    with captured_official_output() as (records, out, _warned):
+        try:
+            valid = checker.check_file(path, config)
+        except Exception as e:  # noqa: BLE001 - the official checker's crashes become findings
+            valid, crash = False, e
+    mlp_compliance.enqueued_configs.clear()
+    raw = "\n".join(f"{lvl} - {msg}" for lvl, msg in records) + out.getvalue()
+    res.passed = bool(valid) and crash is None
+
+    for msg in checker.warnings.values():
+        res.findings.append(_explain(msg, "warning", scan, display))
+    errors = list(checker.overwritable.values()) + list(checker.not_overwritable)
+    for msg in errors:
+        if msg.strip() == "Log lines had parsing errors.":
+            for n, why, _f in scan.bad:
+                if not _f:
+                    res.findings.append(
+                        Finding(
+                            display,
+                            n,
+                            "compliance",
+                            "error",
+                            f"Log lines had parsing errors: {why}",
+                            "the JSON after ':::MLLOG ' is broken (a truncated or interleaved write?): repair or "
+                            "delete the line",
+                            detail=msg,
+                        )
+                    )
+            if not any(not f for _n, _w, f in scan.bad):
+                res.findings.append(
+                    Finding(
+                        display,
+                        None,
+                        "compliance",
+                        "error",
+                        msg.strip(),
+                        "repair the lines the checker could not parse",
+                        detail=raw,
+                    )
+                )
+            continue
+        res.findings.append(_explain(msg, "error", scan, display))
+    if not scan.file_line and crash is None:
+        # nothing to check: one finding instead of one per missing key (all kept in `detail`)
+        res.findings = [
+            Finding(
+                display,
+                None,
+                "compliance",
+                "error",
+                f"No log lines detected ({len(res.findings) - 1} required keys missing as a result)",
+                "the file has no ':::MLLOG ' lines: it is empty, truncated or not an MLPerf log",
+                detail="\n".join(f.detail for f in res.findings),
+            )
+        ]
+    if crash is not None:
+        res.crashed = True
+        res.findings.append(_explain_crash(crash, fatal, scan, display, raw))
+    elif not res.passed and not errors:
+        res.findings.append(
+            Finding(
+                display,
+                None,
+                "compliance",
+                "error",
+                "FAILED (no message)",
+                "read the checker's output in --json 'detail'",
+                detail=raw,
+            )
+        )
+    return _done(res, t0)
+
+
+def _done(res: LogResult, t0: float) -> LogResult:
+    res.seconds = round(time.perf_counter() - t0, 4)
+    if any(f.severity == "error" for f in res.findings):
+        res.passed = False
+    return res
+
+
+# ------------------------------------------------------------------------------------------
+# turning checker messages into one line + a fix
+
+_CHECK_RE = re.compile(
+    r"CHECK for '(?P<key>[^']+)' failed in line (?P<idx>-?\d+):\n.*?\nfailed test: (?P<test>.*?)\n", re.S
+)
+_EXEC_RE = re.compile(
+    r"Failed executing (?:CHECK code:\n(?P<test>.*?)\ntriggered by line:|code (?P<act>\w+) code triggered by line :)\n(?P<line>[^\n]*)",
+    re.S,
+)
+_REQ_RE = re.compile(
+    r"Required (?P<req>EXACTLY_ONE|AT_LEAST_ONE|AT_LEAST\((?P<n>\d+)\)) occurrence of '(?P<key>[^']+)' but found (?P<found>\d+)(?P<rest>.*)",
+    re.S,
+)
+_ALT_RE = re.compile(r"Required AT_LEAST_ONE occurrence of (?P<keys>'.*')")
+_ATLEAST_RE = re.compile(r"Failed checks for (?P<key>\S+) : (?P<test>.*)", re.S)
+
+_KEY_FIX = {
+    "init_stop": "initialization must end within the allowance (30 min closed, 4 h open) measured from the first "
+    "init_start, and submission_division must be logged before init_stop (else the allowance is 0)",
+    "init_start": "log init_start before init_stop and run_start",
+    "run_start": "log init_stop before run_start (order: init_start, init_stop, run_start, run_stop)",
+    "run_stop": 'log run_stop once, after run_start, with metadata {"status": "success"|"aborted"}',
+    "eval_accuracy": "the logged quality does not meet the rule (target not reached, or metadata missing): "
+    "train to the target or log the progress key the benchmark needs",
+    "aggregated_eval_accuracy": "log an FID and a CLIP eval_accuracy for every checkpoint, with the same samples_count",
+    "opt_base_learning_rate": "use a learning rate the closed rules allow (see the failed test), or submit as open",
+    "opt_name": "use the optimizer the rules prescribe for this benchmark (see the failed test)",
+    "submission_benchmark": "this benchmark is not allowed by these rules (4.0.0 open division omits llama2_70b_lora)",
+    "submission_division": "log submission_division once, 'closed' or 'open', before init_stop",
+    "global_batch_size": "log global_batch_size exactly once, with one value",
+    "harness_size": "tiny logs carry harness_size: tiny exactly once (written by `mlperf run --size tiny`)",
+}
+
+
+def _line_of(scan: _Scan, key: str | None, which: int = 0) -> int | None:
+    idxs = scan.keys.get(key or "", [])
+    if not idxs:
+        return None
+    return scan.file_line[idxs[min(which, len(idxs) - 1)] if which >= 0 else idxs[-1]]
+
+
+def _line_of_text(scan: _Scan, full: str) -> int | None:
+    text = full.strip()
+    text = text[len(TOKEN) :] if text.startswith(TOKEN) else text
+    for i, t in enumerate(scan.text):
+        if t == text:
+            return scan.file_line[i]
+    return None
+
+
+def _explain(msg: str, severity: str, scan: _Scan, file: str) -> Finding:
+    msg_s = msg.strip()
+    m = _CHECK_RE.search(msg_s + "\n")
+    if m:
+        key, idx, test = m["key"], int(m["idx"]), m["test"].strip()
+        line, value = None, None
+        if 0 <= idx < len(scan.file_line):
+            line = scan.file_line[idx]
+            rec, _ = parse_record(scan.text[idx])
+            value = rec["value"] if rec else None
+        elif "current line[v]=" in msg_s:  # a line the rules synthesise (SD aggregated evals)
+            with contextlib.suppress(ValueError):
+                value = json.loads(msg_s.split("current line[v]=", 1)[1]).get("value")
+            line = _line_of(scan, "eval_accuracy", -1)
+        fix = _KEY_FIX.get(key, f"log a '{key}' that satisfies the rule `{test}`")
+        shown = f" (value {json.dumps(value)})" if value is not None else ""
+        return Finding(
+            file, line, "compliance", severity, f"CHECK for '{key}' failed{shown}: {test}", fix, detail=msg
+        )
+    m = _EXEC_RE.search(msg_s)
+    if m:
+        line = _line_of_text(scan, m["line"])
+        rec, _ = (
+            parse_record(m["line"].strip()[len(TOKEN) :])
+            if m["line"].strip().startswith(TOKEN)
+            else (None, None)
+        )
+        key = rec["key"] if rec else "?"
+        what = f"rule code `{m['test'].strip()}`" if m["test"] else f"{m['act']} code"
+        return Finding(
+            file,
+            line,
+            "compliance",
+            severity,
+            f"the checker could not evaluate {what} on '{key}'",
+            f"'{key}' has a value or metadata of the wrong type or shape (e.g. a string where a number is "
+            "expected): log it as the rules expect",
+            detail=msg,
+        )
+    m = _REQ_RE.match(msg_s)
+    if m:
+        key, found = m["key"], int(m["found"])
+        rest = m["rest"].strip()
+        text = f"required {m['req']} '{key}', found {found}" + (f" {rest}" if rest else "")
+        if found == 0:
+            fix = _KEY_FIX.get(key) if key in ("run_stop", "harness_size") else None
+            fix = fix or f"log '{key}' (see shared/notes/mlperf-rules.md §6 for where it goes)"
+            line = None
+        else:
+            fix = _KEY_FIX.get(key, f"log '{key}' once, from rank 0 only")
+            line = _line_of(scan, key, 1)
+        return Finding(file, line, "compliance", severity, text, fix, detail=msg)
+    m = _ALT_RE.match(msg_s)
+    if m:
+        return Finding(
+            file,
+            None,
+            "compliance",
+            severity,
+            f"required at least one of {m['keys']}",
+            "log the block_* (or epoch_*) and eval_* events around training and evaluation",
+            detail=msg,
+        )
+    m = _ATLEAST_RE.match(msg_s)
+    if m:
+        key = m["key"]
+        return Finding(
+            file,
+            _line_of(scan, key, -1),
+            "compliance",
+            severity,
+            f"no '{key}' line passes `{m['test'].strip()}`",
+            _KEY_FIX.get(key, f"at least one '{key}' must satisfy the rule"),
+            detail=msg,
+        )
+    if msg_s == "No log lines detected":
+        return Finding(
+            file,
+            None,
+            "compliance",
+            severity,
+            "No log lines detected",
+            "the file has no ':::MLLOG ' lines: it is empty, truncated or not an MLPerf log",
+            detail=msg,
+        )
+    if msg_s.startswith("Could not find config file"):
+        return Finding(
+            file,
+            None,
+            "compliance",
+            severity,
+            msg_s.splitlines()[0],
+            "the rule file is missing: for tiny logs, benchmarks/<name>/tiny_rules.yaml must exist",
+            detail=msg,
+        )
+    if msg_s.startswith("failed test:"):
+        first = msg_s.splitlines()[0]
+        return Finding(
+            file,
+            None,
+            "compliance",
+            severity,
+            f"end-of-log check {first}",
+            "the log as a whole does not satisfy this rule (see the failed test)",
+            detail=msg,
+        )
+    return Finding(
+        file,
+        None,
+        "compliance",
+        severity,
+        msg_s.splitlines()[0][:300],
+        "see the checker's message (--json 'detail')",
+        detail=msg,
+    )
+
+
+def _explain_crash(e: BaseException, fatal: list, scan: _Scan, file: str, raw: str) -> Finding:
+    what = f"{type(e).__name__}: {e}"
+    if fatal:
+        n, why = fatal[0]
+        more = f" (and {len(fatal) - 1} more such lines)" if len(fatal) > 1 else ""
+        return Finding(
+            file,
+            n,
+            "compliance",
+            "error",
+            f"the official checker crashed ({what}) on this MLLOG line: {why}{more}",
+            "every MLLOG line is a JSON object with time_ms, key, value and metadata: repair the line",
+            detail=raw,
+        )
+    if isinstance(e, KeyError) and str(e).strip("'") in ("FID", "CLIP", "samples_count", "metric"):
+        return Finding(
+            file,
+            _line_of(scan, "eval_accuracy", -1),
+            "compliance",
+            "error",
+            f"the official checker crashed ({what}) on the Stable Diffusion evaluations",
+            "log both an FID and a CLIP eval_accuracy (metadata metric and samples_count) for every "
+            "evaluated checkpoint",
+            detail=raw,
+        )
+    return Finding(
+        file,
+        None,
+        "compliance",
+        "error",
+        f"the official checker crashed ({what})",
+        "a line lacks a field the rules read: compare the log with a passing one",
+        detail=raw,
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# paths -> report
+
+
+@dataclass
+class Report:
+    path: str
+    ruleset: str
+    kind: str  # log | logs | tree
+    logs: list[LogResult] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)  # tree-level (package, systems, rcp, ...)
+    tools: list[dict] = field(default_factory=list)  # what ran: {"tool", "target", "passed", ...}
+    seconds: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed for r in self.logs) and not any(f.severity == "error" for f in self.findings)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.passed else 4
+
+    def all_findings(self) -> list[Finding]:
+        return [f for r in self.logs for f in r.findings] + self.findings
+
+    def to_json(self) -> dict:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "path": self.path,
+            "ruleset": self.ruleset,
+            "kind": self.kind,
+            "passed": self.passed,
+            "exit_code": self.exit_code,
+            "seconds": round(self.seconds, 3),
+            "logs": [asdict(r) for r in self.logs],
+            "findings": [asdict(f) for f in self.findings],
+            "tools": self.tools,
+            "counts": {
+                "logs": len(self.logs),
+                "logs_failed": sum(not r.passed for r in self.logs),
+                "errors": sum(f.severity == "error" for f in self.all_findings()),
+                "warnings": sum(f.severity == "warning" for f in self.all_findings()),
+            },
+        }
+
+
+def log_files(folder: str) -> list[str]:
+    """Log files under a folder: *.txt / *.log, recursively, not following symlinked folders."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for fn in sorted(filenames):
+            if fn.endswith(LOG_SUFFIXES) and not fn.startswith("."):
+                out.append(os.path.join(dirpath, fn))
+    return out
+
+
+def _rel(p: str, base: str) -> str:
+    try:
+        r = os.path.relpath(p, base)
+        return p if r.startswith("..") else r
+    except ValueError:
+        return p
+
+
+def validate_ruleset(ruleset: str) -> str:
+    from mlperf_logging.compliance_checker.mlp_compliance import rule_choices
+
+    choices = sorted(rule_choices())
+    if ruleset not in choices:
+        from harness.errors import suggest
+
+        raise ConfigError(
+            f"unknown ruleset '{ruleset}'{suggest(ruleset, choices)}; known: {', '.join(choices)}"
+        )
+    return ruleset
+
+
+def check_path(path: str | os.PathLike, ruleset: str = DEFAULT_RULESET) -> Report:
+    """Check a log, a folder of logs, a result folder, a submitter folder or a submission tree."""
+    raw = os.fspath(path)
+    validate_ruleset(ruleset)
+    if not os.path.lexists(raw):
+        raise ConfigError(f"no such file or directory: {raw}")
+    t0 = time.perf_counter()
+    if os.path.isdir(raw):
+        from harness import check_tree
+
+        orgs = check_tree.find_orgs(raw)
+        if orgs:
+            rep = check_tree.check_tree(raw, orgs, ruleset)
+        else:
+            files = log_files(raw)
+            if not files:
+                raise ConfigError(f"no log files (*.txt, *.log) under {raw}")
+            rep = Report(path=raw, ruleset=ruleset, kind="logs")
+            rep.logs = [check_log(f, ruleset, display=_rel(f, os.getcwd())) for f in files]
+    else:
+        rep = Report(path=raw, ruleset=ruleset, kind="log")
+        rep.logs = [check_log(raw, ruleset)]
+    rep.seconds = time.perf_counter() - t0
+    return rep

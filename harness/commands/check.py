@@ -1,0 +1,94 @@
+"""`mlperf check PATH [--ruleset 4.0.0] [--json]`: the official checkers, readable.
+
+Exit 0 when everything passes, 4 when anything fails, 2 for bad usage (missing path, unknown
+ruleset). stdout carries the result (problem lines + summary table, or one JSON document).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from harness.check import DEFAULT_RULESET, Report, check_path
+
+
+@click.command("check")
+@click.argument("path", type=click.Path(exists=False))
+@click.option(
+    "--ruleset",
+    default=DEFAULT_RULESET,
+    show_default=True,
+    help="Official ruleset the logs are checked against (tiny logs use benchmarks/tiny_common.yaml).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document (schema_version 1) on stdout.")
+def check(path, ruleset, as_json):
+    """Check a log, a folder of logs, a result folder, a submitter folder or a whole submission
+    tree with the official MLPerf checkers (compliance on every log; package, system-description,
+    seed and RCP checkers on trees).
+
+    \b
+    Examples:
+      mlperf check results/MyOrg/results/cpu-local/gpt3/result_0.txt
+      mlperf check results/MyOrg            # a submitter folder: every checker
+      mlperf check logs/ --json             # CI: one JSON document, exit 4 on failure
+
+    Exit codes: 0 all pass, 4 some check failed, 2 bad usage.
+    """
+    report = check_path(path, ruleset)
+    if as_json:
+        sys.stdout.write(json.dumps(report.to_json(), indent=1, default=str) + "\n")
+    else:
+        render(report)
+    return report.exit_code
+
+
+def render(report: Report) -> None:
+    import os
+
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+    base = report.path if os.path.isdir(report.path) else os.path.dirname(report.path)
+    for f in report.all_findings():
+        style = "red" if f.severity == "error" else "yellow"
+        console.print(f.one_line(), style=style, markup=False)
+    table = Table(title=f"mlperf check ({report.kind}, ruleset {report.ruleset})", title_justify="left")
+    for col in ("file", "benchmark", "division", "rules", "result", "errors", "warnings"):
+        table.add_column(col, overflow="fold")
+    for r in report.logs:
+        rules = "tiny" if r.tiny else r.rules.split("/")[0].replace("training_", "official ")
+        result = "PASS" if r.passed else ("CRASH" if r.crashed else "FAIL")
+        n_err = sum(f.severity == "error" for f in r.findings)
+        n_warn = len(r.findings) - n_err
+        name = os.path.relpath(r.path, base) if os.path.isabs(r.path) == os.path.isabs(base) else r.path
+        table.add_row(
+            name,
+            str(r.benchmark or "?"),
+            str(r.division or "?"),
+            rules,
+            f"[green]{result}[/]" if r.passed else f"[red]{result}[/]",
+            str(n_err),
+            str(n_warn),
+        )
+    for t in report.tools:
+        ok = t.get("passed")
+        table.add_row(
+            t.get("target", ""),
+            t.get("benchmark") or "",
+            "",
+            t["tool"],
+            "[green]PASS[/]" if ok else ("[red]FAIL[/]" if ok is False else "-"),
+            str(t.get("errors", "")),
+            str(t.get("warnings", "")),
+        )
+    console.print(table)
+    n_fail = sum(not r.passed for r in report.logs)
+    verdict = "[green]all checks passed[/]" if report.passed else "[red]checks failed[/]"
+    console.print(
+        f"{verdict}: {len(report.logs)} logs, {n_fail} failing, "
+        f"{sum(f.severity == 'error' for f in report.all_findings())} errors "
+        f"({report.seconds:.1f} s)"
+    )

@@ -1,0 +1,112 @@
+"""`mlperf check` on single logs and folders of logs: the shared fixture logs through the official
+compliance checker (every broken log reported with its reason), NVIDIA's v4.0 logs pass."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from harness.check import check_log, check_path
+from harness.commands.check import check
+
+FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+if not FIXTURES.exists():  # running from a checkout elsewhere
+    FIXTURES = Path("/work/shared/fixtures")
+LOGS = FIXTURES / "logs"
+NVIDIA = FIXTURES / "mlperf_v4.0" / "NVIDIA"
+
+pytestmark = pytest.mark.skipif(not LOGS.exists(), reason="shared fixtures not available")
+
+# file -> (passes, a phrase the reason must contain) — from shared/fixtures/logs/README.md
+EXPECTED = {
+    "closed_gpt3.txt": (True, None),
+    "closed_gpt3_minimal.txt": (True, None),
+    "closed_llama2_70b_lora.txt": (True, None),
+    "closed_llama2_70b_lora_minimal.txt": (True, None),
+    "closed_gnn.txt": (True, None),
+    "closed_gnn_minimal.txt": (True, None),
+    "closed_stable_diffusion.txt": (True, None),
+    "closed_stable_diffusion_minimal.txt": (True, None),
+    "open_gnn_tiny.txt": (True, None),
+    "open_stable_diffusion_tiny.txt": (True, None),
+    "open_gpt3_tiny_reference_hparams.txt": (True, None),
+    "warn_gnn_duplicate_same_batch_size.txt": (True, "EXACTLY_ONE 'global_batch_size', found 2"),
+    "warn_gnn_status_aborted.txt": (True, None),
+    "open_gpt3_tiny_other_lr.txt": (False, "opt_base_learning_rate"),
+    "open_llama2_70b_lora_tiny.txt": (False, "submission_benchmark"),
+    "broken_gpt3_ppl_not_reached.txt": (False, "(v['value'] <= 2.69) and v['value'] > 2.6"),
+    "broken_gpt3_wrong_lr.txt": (False, "CHECK for 'opt_base_learning_rate' failed (value 0.0001)"),
+    "broken_llama2_missing_lora_rank.txt": (False, "EXACTLY_ONE 'lora_rank', found 0"),
+    "broken_llama2_epoch_num_instead_of_samples_count.txt": (False, "'samples_count' in v['metadata']"),
+    "broken_gnn_missing_run_stop.txt": (False, "EXACTLY_ONE 'run_stop', found 0"),
+    "broken_gnn_wrong_optimizer.txt": (False, "CHECK for 'opt_name' failed (value \"sgd\")"),
+    "broken_gnn_two_different_batch_sizes.txt": (False, "with different values"),
+    "broken_gnn_init_too_long.txt": (False, "CHECK for 'init_stop' failed"),
+    "broken_gnn_division_after_init_stop.txt": (False, "CHECK for 'init_stop' failed"),
+    "broken_gnn_run_start_before_init_stop.txt": (False, "CHECK for 'run_start' failed"),
+    "broken_gnn_bad_json_line.txt": (False, "Log lines had parsing errors"),
+    "broken_gnn_line_without_metadata.txt": (False, "KeyError: 'metadata'"),
+    "broken_sd_single_eval.txt": (False, "AT_LEAST(2) 'aggregated_eval_accuracy', found 1"),
+    "broken_sd_missing_clip.txt": (False, "KeyError: 'CLIP'"),
+}
+
+
+def test_every_fixture_log_is_listed():
+    assert {p.name for p in LOGS.glob("*.txt")} == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_fixture_log(name):
+    passes, phrase = EXPECTED[name]
+    res = check_log(LOGS / name)
+    assert res.passed is passes, [f.one_line() for f in res.findings]
+    text = "\n".join(f.one_line() for f in res.findings)
+    if phrase:
+        assert phrase in text
+    for f in res.findings:
+        assert f.fix and "\n" not in f.one_line()
+
+
+def test_line_numbers_are_file_lines():
+    res = check_log(LOGS / "broken_gpt3_wrong_lr.txt")
+    (f,) = res.findings
+    line = (LOGS / "broken_gpt3_wrong_lr.txt").read_text().splitlines()[f.line - 1]
+    assert '"opt_base_learning_rate"' in line
+
+
+def test_cli_directory_json_and_exit_code():
+    r = CliRunner().invoke(check, [str(LOGS), "--json"], standalone_mode=False)
+    assert r.exception is None, r.output
+    assert r.return_value == 4
+    doc = json.loads(r.stdout)
+    assert doc["schema_version"] == 1 and doc["kind"] == "logs"
+    assert doc["counts"]["logs"] == len(EXPECTED)
+    assert doc["counts"]["logs_failed"] == sum(not p for p, _ in EXPECTED.values())
+
+
+def test_cli_single_passing_log_exits_0():
+    r = CliRunner().invoke(check, [str(LOGS / "closed_gnn.txt")], standalone_mode=False)
+    assert r.return_value == 0, r.output
+    assert "all checks passed" in r.stdout
+
+
+@pytest.mark.skipif(not NVIDIA.exists(), reason="NVIDIA fixtures not available")
+def test_nvidia_llama2_logs_pass():
+    rep = check_path(NVIDIA / "results" / "h200_ngc24.04_nemo" / "llama2_70b_lora" / "result_0.txt")
+    assert rep.passed, [f.one_line() for f in rep.all_findings()]
+
+
+def test_missing_path_is_usage_error(tmp_path):
+    from harness.errors import ConfigError
+
+    with pytest.raises(ConfigError):
+        check_path(tmp_path / "nope")
+    with pytest.raises(ConfigError):
+        check_path(LOGS / "closed_gnn.txt", ruleset="9.9.9")
+    os.makedirs(tmp_path / "empty")
+    with pytest.raises(ConfigError):
+        check_path(tmp_path / "empty")
