@@ -39,7 +39,9 @@ def load_yaml(path: Path) -> dict[str, Any]:
 
 def validation_message(err: ValidationError, model: type[BaseModel], source: str) -> str:
     """First pydantic error as `source: field 'x': problem`, with the closest valid key."""
-    e = err.errors()[0]
+    # An unknown key usually explains a "missing" one (a typo), so report it first.
+    errs = sorted(err.errors(), key=lambda x: x["type"] != "extra_forbidden")
+    e = errs[0]
     loc = ".".join(str(p) for p in e["loc"])
     if e["type"] == "extra_forbidden":
         sub = model

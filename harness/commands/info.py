@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
@@ -12,9 +11,9 @@ from harness.errors import OK
 
 
 def _console():
-    from rich.console import Console
+    from harness.ui import out
 
-    return Console(file=sys.stdout)
+    return out()
 
 
 @click.group()

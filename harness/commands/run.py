@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
@@ -114,10 +113,11 @@ def _score(resolved, results) -> float | None:
 
 
 def _table(resolved, results, score) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    out = Console(file=sys.stdout)
+    from harness.ui import out as _out
+
+    out = _out()
     t = Table(title=f"{resolved.definition.name} on {resolved.system.name} ({resolved.plans[0].size})")
     for col in ("run", "seed", "status", "quality", "time-to-train (min)", "result"):
         t.add_column(col)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import benchmarks
@@ -43,10 +42,11 @@ def show_dry_run(resolved, results_dir: Path, as_json: bool, apply_tuning: bool)
         }
         print(json.dumps(doc, indent=2))
         return
-    from rich.console import Console
     from rich.table import Table
 
-    out = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 120)
+    from harness.ui import out as _out
+
+    out = _out()
     for note in resolved.notes:
         out.print(f"note: {note}")
     t = Table(title=f"{plan.benchmark} ({plan.size}) on {resolved.system.name}: resolved config")

@@ -1,0 +1,91 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def test_help_is_fast_and_imports_no_heavy_library():
+    code = ("import sys, runpy; sys.argv=['mlperf','--help'];\n"
+            "try: runpy.run_module('harness.cli', run_name='__main__')\n"
+            "except SystemExit: pass\n"
+            "heavy=[m for m in ('torch','pandas','megatron','mlperf_logging','transformers') if m in sys.modules]\n"
+            "print('HEAVY', heavy)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "HEAVY []" in r.stdout, r.stdout + r.stderr
+    assert "Exit codes" in r.stdout
+
+
+def test_version(mlperf):
+    r = mlperf("--version")
+    assert r.returncode == 0 and "0.1.0" in r.stdout
+
+
+def test_benchmarks_list_json(mlperf):
+    r = mlperf("benchmarks", "list", "--json")
+    assert r.returncode == 0, r.stderr
+    names = {b["name"]: b for b in json.loads(r.stdout)["benchmarks"]}
+    assert names["gpt3"]["runs_per_result"] == 3
+    assert names["gpt3"]["quality"][0]["full"] == 2.69
+
+
+def test_systems_commands(mlperf, tmp_path):
+    assert "dgx-h100x1452" in mlperf("systems", "list").stdout
+    show = mlperf("systems", "show", "dgx-h200x1")
+    assert show.returncode == 0 and "H200" in show.stdout
+    out = tmp_path / "s.json"
+    r = mlperf("systems", "export", "dgx-h100x64", "-o", str(out))
+    assert r.returncode == 0 and json.loads(out.read_text())["number_of_nodes"] == "64"
+    r = mlperf("systems", "validate", "systems/gb200-nvl72.yaml")
+    assert r.returncode == 0 and "ok" in r.stdout
+
+
+def test_gpt3_dry_run_dgx_h100x64_json(mlperf):
+    r = mlperf("run", "gpt3", "--system", "dgx-h100x64", "--dry-run", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    lay, cfg = doc["plan"]["layout"], doc["plan"]["config"]
+    assert (lay["world_size"], lay["tp"], lay["pp"], lay["vp"], lay["dp"]) == (512, 4, 8, 4, 16)
+    assert (lay["micro_batch_size"], lay["global_batch_size"], lay["grad_accum"]) == (2, 2304, 72)
+    assert cfg["opt_base_learning_rate"] == 2e-5
+    assert (cfg["opt_learning_rate_warmup_steps"], cfg["opt_learning_rate_decay_steps"]) == (177, 72400)
+    assert doc["plan"]["size"] == "full" and len(doc["seeds"]) == 3
+
+
+def test_dry_run_text_shows_provenance_and_launch(mlperf):
+    r = mlperf("run", "gpt3", "--dry-run", "--seed", "7")
+    assert r.returncode == 0, r.stderr
+    assert "size:tiny" in r.stdout and "derived" in r.stdout and "reference_impls.gpt3" in r.stdout
+    assert "seeds [7, 8, 9]" in r.stdout
+
+
+BAD = [
+    (["run", "gpt4"], "unknown benchmark 'gpt4'"),
+    (["run", "gpt3", "--system", "dgx-h100x9"], "unknown system 'dgx-h100x9'"),
+    (["run", "gpt3", "--set", "learning_rate=1", "--dry-run"], "unknown key"),
+    (["run", "gpt3", "--system", "dgx-h100x64", "--set", "opt_gradient_clip_norm=2.0", "--dry-run"], "is fixed at 1.0"),
+    (["run", "gpt3", "--set", "tensor_model_parallel_size=2", "--dry-run"], "does not divide the world size 1"),
+    (["run", "gpt3", "--set", "fp8=true", "--dry-run"], "needs a GPU"),
+    (["systems", "show", "nope"], "unknown system"),
+]
+
+
+@pytest.mark.parametrize("args, message", BAD)
+def test_bad_input_exits_2_with_one_line(mlperf, args, message):
+    r = mlperf(*args)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert message in r.stderr
+    assert "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_malformed_and_unknown_key_system_files(mlperf, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nnodes: [1\n")
+    r = mlperf("systems", "validate", str(bad))
+    assert r.returncode == 2 and "malformed YAML" in r.stderr and str(bad) in r.stderr
+    src = open("systems/dgx-h100x8.yaml").read()
+    typo = tmp_path / "typo.yaml"
+    typo.write_text(src.replace("inter_node_bandwidth_gbs", "inter_node_bandwith_gbs"))
+    r = mlperf("run", "gpt3", "--system", str(typo), "--dry-run")
+    assert r.returncode == 2 and "did you mean 'inter_node_bandwidth_gbs'" in r.stderr
