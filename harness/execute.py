@@ -93,6 +93,9 @@ def execute(
     resolved: Resolved, results_dir: Path, quiet: bool = False, apply_tuning: bool = False
 ) -> list[RunResult]:
     plans = resolved.plans
+    if plans[0].size == "full" and plans[0].device == "cpu":
+        raise ConfigError(f"{plans[0].benchmark} at full size needs GPUs; system '{resolved.system.name}' has "
+                          f"CPU accelerators (use --size tiny, or --dry-run to inspect the full-size plan)")
     write_plans(plans)
     results_dir = Path(results_dir)
     writer.write_system_json(
@@ -108,6 +111,7 @@ def execute(
         for plan in plans:
             if plan.run_index not in collector.results:
                 collector.finished(plan, 130)
+            if collector.results[plan.run_index].returncode == 130:
                 collector.results[plan.run_index].status = "interrupted"
         raise
     finally:

@@ -1,0 +1,52 @@
+"""The quick start as a user runs it: `mlperf run gpt3 --system cpu-local`, then `mlperf check`."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.results.parse import read_run
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("gpt3-data")
+
+
+def test_three_tiny_runs_reach_target_score_and_pass_check(mlperf, tmp_path, data_dir):
+    res = tmp_path / "results"
+    r = mlperf("run", "gpt3", "--system", "cpu-local", "--seed", "11", "--results-dir", str(res),
+               "--data-dir", str(data_dir), "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = json.loads(r.stdout)
+    assert doc["status"] == "success" and len(doc["runs"]) == 3
+    target = doc["target"]["log_perplexity"]
+    for run in doc["runs"]:
+        assert run["status"] == "success"
+        assert run["quality"]["log_perplexity"] <= target
+        assert Path(run["result_file"]).name == f"result_{run['run']}.txt"
+    times = sorted(run["time_to_train_min"] for run in doc["runs"])
+    assert doc["score_min"] == pytest.approx(times[1])  # olympic mean of 3 = the median
+    folder = res / "MyOrg" / "results" / "cpu-local" / "gpt3"
+    assert sorted(p.name for p in folder.iterdir()) == ["result_0.txt", "result_1.txt", "result_2.txt"]
+    assert json.loads((res / "MyOrg" / "systems" / "cpu-local.json").read_text())["division"] == "open"
+    seeds = {read_run(folder / f"result_{i}.txt").seed for i in range(3)}
+    assert seeds == {11, 12, 13}
+    c = mlperf("check", str(folder))
+    assert c.returncode == 0, c.stdout + c.stderr
+
+
+def test_target_not_reached_exits_3_with_aborted_log_that_still_passes(mlperf, tmp_path, data_dir):
+    res = tmp_path / "results"
+    # 400 sequences = 25 steps: one evaluation (every 384), far too few to reach the target.
+    r = mlperf("run", "gpt3", "--runs", "1", "--seed", "3", "--results-dir", str(res), "--data-dir", str(data_dir),
+               "--set", "train_samples_cap=400", "--json")
+    assert r.returncode == 3, r.stderr[-3000:]
+    run = json.loads(r.stdout)["runs"][0]
+    assert run["status"] == "aborted"
+    log = Path(run["result_file"]).read_text()
+    assert '"status": "aborted"' in log.strip().splitlines()[-1]
+    c = mlperf("check", run["result_file"])
+    assert c.returncode == 0, c.stdout + c.stderr  # the checker accepts aborted logs (RCP counts them)
