@@ -75,11 +75,12 @@ def render(report: Report) -> None:
         )
     for t in report.tools:
         ok = t.get("passed")
+        what = t["tool"] + (f" (RCP: {t['rcp']})" if t.get("rcp") else "")
         table.add_row(
             t.get("target", ""),
             t.get("benchmark") or "",
-            "",
-            t["tool"],
+            t.get("division") or "",
+            what,
             "[green]PASS[/]" if ok else ("[red]FAIL[/]" if ok is False else "-"),
             str(t.get("errors", "")),
             str(t.get("warnings", "")),
