@@ -77,10 +77,13 @@ def compare(df, benchmark: str, accelerator: str | None = None, scale: int | Non
             ab = am.loc[am["_am"].idxmin()]
             row["best_accelerator_minutes"] = float(ab["_am"])
             row["best_accelerator_minutes_system"] = ab["system"]
-            scales = sorted(set(am["accelerators"].astype(int)))
+            # strong scaling within one accelerator model: the one of the largest-scale result
+            top = am[am["accelerators"] == am["accelerators"].max()]
+            same = am[am["accelerator"] == _pick(top)["accelerator"]]
+            scales = sorted(set(same["accelerators"].astype(int)))
             if len(scales) >= 2:
-                lo = _pick(am[am["accelerators"] == scales[0]])
-                hi = _pick(am[am["accelerators"] == scales[-1]])
+                lo = _pick(same[same["accelerators"] == scales[0]])
+                hi = _pick(same[same["accelerators"] == scales[-1]])
                 row["scaling_efficiency"] = float(
                     (lo["score_min"] * scales[0]) / (hi["score_min"] * scales[-1])
                 )

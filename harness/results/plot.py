@@ -15,6 +15,7 @@ def plot(df, benchmark: str, path: str, accelerator: str | None = None) -> str:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     sel = df[(df["benchmark"] == benchmark) & df["score_min"].notna() & df["accelerators"].notna()]
     if accelerator:
@@ -56,6 +57,10 @@ def plot(df, benchmark: str, path: str, accelerator: str | None = None) -> str:
                 )
     ax.set_xscale("log")
     ax.set_yscale("log")
+    plain = matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:g}")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(plain)
+        axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("accelerators")
     ax.set_ylabel("time to train (minutes, score)")
     title = f"MLPerf Training {benchmark}" + (f" on {accelerator}" if accelerator else "")
