@@ -1,0 +1,168 @@
+"""`mlperf check` on submission trees: package, system-description, seed and RCP checkers."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.check import check_path
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO.parent / "shared" / "fixtures"
+if not FIXTURES.exists():
+    FIXTURES = Path("/work/shared/fixtures")
+V40, LOGS = FIXTURES / "mlperf_v4.0", FIXTURES / "logs"
+pytestmark = pytest.mark.skipif(not V40.exists(), reason="shared fixtures not available")
+
+SYSTEM = {
+    k: ""
+    for k in (
+        "submitter division status system_name number_of_nodes host_processors_per_node host_processor_model_name "
+        "host_processor_core_count host_processor_vcpu_count host_processor_frequency host_processor_caches "
+        "host_processor_interconnect host_memory_capacity host_storage_type host_storage_capacity host_networking "
+        "host_networking_topology host_memory_configuration accelerators_per_node accelerator_model_name "
+        "accelerator_host_interconnect accelerator_frequency accelerator_on-chip_memories "
+        "accelerator_memory_configuration accelerator_memory_capacity accelerator_interconnect "
+        "accelerator_interconnect_topology cooling hw_notes framework other_software_stack operating_system sw_notes"
+    ).split()
+}
+
+
+def _digest(root: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            h.update(str(p.relative_to(root)).encode() + p.read_bytes())
+    return h.hexdigest()
+
+
+@pytest.fixture(scope="module")
+def nvidia():
+    before = _digest(V40)
+    rep = check_path(V40)
+    assert _digest(V40) == before, "the check must not touch the tree (scaling.json!)"
+    return rep
+
+
+def test_nvidia_logs_pass_and_only_the_system_status_fails(nvidia):
+    assert nvidia.kind == "tree" and len(nvidia.logs) == 43
+    assert all(r.passed for r in nvidia.logs)
+    errors = [f for f in nvidia.all_findings() if f.severity == "error"]
+    assert len(errors) == 4 and all(f.tool == "system-desc" and "onprem" in f.message for f in errors)
+    assert nvidia.exit_code == 4
+
+
+def test_nvidia_rcp_verdicts_and_scaling(nvidia):
+    pkg = {t["target"]: t for t in nvidia.tools if t["tool"] == "package checker"}
+    rcp = {k.split("/")[-2] + "/" + k.split("/")[-1]: v["rcp"] for k, v in pkg.items()}
+    assert rcp == {
+        "eos_n64_ngc24.04_nemo/gpt3": "RCP Interpolation",
+        "eos_n8_ngc24.04_nemo/llama2_70b_lora": "RCP found",
+        "h200_ngc24.04_dgl/gnn": "RCP Interpolation",
+        "h200_ngc24.04_nemo/llama2_70b_lora": "RCP found",
+        "h200_ngc24.04_nemo/stable_diffusion": "RCP found",
+    }
+    assert all(t["passed"] for t in pkg.values())
+    n8 = next(v for k, v in pkg.items() if "eos_n8" in k)
+    assert n8["scaling_factor"] == pytest.approx(1.0033670033670032)
+    assert not any(f.tool == "rcp" for f in nvidia.findings)  # committed scaling.json agrees
+    assert sum("logs more than one seeds" in f.message for f in nvidia.findings) == 10
+
+
+def _org(tmp: Path, logs: dict[str, list[Path]], division="open", systems=("sysA",)) -> Path:
+    org = tmp / "Org"
+    for bench_dir, files in logs.items():
+        d = org / "results" / bench_dir
+        d.mkdir(parents=True)
+        for i, f in enumerate(files):
+            shutil.copyfile(f, d / f"result_{i}.txt")
+    (org / "systems").mkdir(parents=True, exist_ok=True)
+    for s in systems:
+        desc = {
+            **SYSTEM,
+            "submitter": "Org",
+            "division": division,
+            "status": "Available on-premise",
+            "system_name": s,
+            "number_of_nodes": "1",
+            "accelerators_per_node": "1",
+        }
+        (org / "systems" / f"{s}.json").write_text(json.dumps(desc))
+    return org
+
+
+def test_open_tree_passes(tmp_path):
+    org = _org(tmp_path, {"sysA/gnn": [LOGS / "open_gnn_tiny.txt"] * 10})
+    rep = check_path(org)
+    assert rep.passed, [f.one_line() for f in rep.all_findings()]
+    assert rep.exit_code == 0 and len(rep.logs) == 10
+
+
+def test_tree_problems_are_reported_not_crashed(tmp_path):
+    org = _org(
+        tmp_path,
+        {
+            "sysA/gnn": [LOGS / "open_gnn_tiny.txt"] * 9,  # one short
+            "sysB/gnn": [LOGS / "broken_gnn_line_without_metadata.txt"],  # no systems/sysB.json
+        },
+    )
+    rep = check_path(org)
+    lines = [f.one_line() for f in rep.all_findings()]
+    assert any("Incorrect number of files" in x and "found 9, expected 10" in x for x in lines)
+    assert any("missing systems/sysB.json" in x and "mlperf systems export" in x for x in lines)
+    assert any("KeyError: 'metadata'" in x for x in lines)
+    assert rep.exit_code == 4 and len(rep.logs) == 10
+
+
+def test_closed_tree_seed_and_count_findings(tmp_path):
+    org = _org(tmp_path, {"sysA/gpt3": [LOGS / "closed_gpt3_minimal.txt"] * 3}, division="closed")
+    rep = check_path(org)
+    lines = [f.one_line() for f in rep.all_findings()]
+    assert any("[seed]" in x and "logs no seed" in x for x in lines), lines
+    assert rep.exit_code == 4
+
+
+def test_bad_input_corpus_cli(tmp_path):
+    org = _org(tmp_path, {"sysA/gnn": [LOGS / "open_gnn_tiny.txt"] * 3})
+    d = org / "results" / "sysA" / "gnn"
+    (d / "result_3.txt").write_bytes(b"")
+    (d / "result_4.txt").write_bytes(os.urandom(2048))
+    (d / "result_5.txt").write_bytes((LOGS / "open_gnn_tiny.txt").read_bytes()[:-200])  # truncated
+    (d / "result_6.txt").write_bytes(b":::MLLOG {" + b"y" * 10_000_000 + b"}\n")
+    (d / "result_7.txt").write_bytes(
+        (LOGS / "open_gnn_tiny.txt").read_bytes().replace(b"ExampleOrg", b"Org\xe9\xff")
+    )
+    os.symlink("result_9.txt", d / "result_8.txt")
+    os.symlink("result_8.txt", d / "result_9.txt")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    p = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "check", str(org), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=120,
+    )
+    assert "Traceback" not in p.stderr and p.returncode == 4, p.stderr[-2000:]
+    doc = json.loads(p.stdout)
+    by_file = {Path(r["path"]).name: r for r in doc["logs"]}
+    assert len(by_file) == 10
+    assert by_file["result_0.txt"]["passed"] and by_file["result_7.txt"]["passed"]
+    for name in (
+        "result_3.txt",
+        "result_4.txt",
+        "result_5.txt",
+        "result_6.txt",
+        "result_8.txt",
+        "result_9.txt",
+    ):
+        assert not by_file[name]["passed"] and by_file[name]["findings"], name
+    msgs = json.dumps(doc)
+    assert "Too many levels of symbolic links" in msgs and "quadratic" in msgs
