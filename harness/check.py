@@ -208,6 +208,21 @@ def check_log(
         res.crashed = True
         return _done(res, t0)
     fatal = [(n, why) for n, why, is_fatal in scan.bad if is_fatal]
+    if tiny and isinstance(res.benchmark, str) and res.benchmark.isidentifier():
+        chained = os.path.join(os.path.dirname(config), res.benchmark, "tiny_rules.yaml")
+        if not os.path.isfile(chained):  # the checker would crash opening it
+            res.findings.append(
+                Finding(
+                    display,
+                    None,
+                    "harness",
+                    "error",
+                    f"tiny log, but there are no tiny rules for '{res.benchmark}' ({chained} is missing)",
+                    f"add benchmarks/{res.benchmark}/tiny_rules.yaml (the closed 4.0.0 rules with the "
+                    "size-dependent numbers changed), or check a full-size log",
+                )
+            )
+            return _done(res, t0)
 
     from mlperf_logging.compliance_checker import mlp_compliance
 
