@@ -62,6 +62,22 @@ class Run:
         return self.keys.get("submission_division")
 
     @property
+    def seed(self):
+        return self.keys.get("seed")
+
+    @property
+    def global_batch_size(self):
+        return self.keys.get("global_batch_size")
+
+    @property
+    def org(self) -> str | None:
+        return self.keys.get("submission_org")
+
+    @property
+    def platform(self) -> str | None:
+        return self.keys.get("submission_platform")
+
+    @property
     def tiny(self) -> bool:
         return self.keys.get("harness_size") == "tiny"
 
