@@ -1,0 +1,272 @@
+"""megatron-core GPTModel + DDP + Adam + cosine schedule, at every size, from a `Gpt3Config`.
+
+GPT-3 as the reference builds it: pre-LN, learned absolute positions, GELU MLP (ffn_hidden_size),
+biases, tied input/output embeddings, dropout 0, init std from the config. CPU: the local layer
+spec (torch LayerNorm/Linear) over gloo with `cpu_compat` enabled. GPU: the Transformer Engine
+spec when TE is installed (required for fp8), bf16, and the config's switches (distributed
+optimizer, sequence parallel, TP comm overlap, overlapped grad reduce / param gather, activation
+recompute, interleaved pipeline with VP chunks).
+
+Checkpoints: `tiny_state()` / `load_tiny_state()` move full (unsharded, TP=1 PP=1) tensors of the
+model and Adam moments in and out of a sharded model, slicing along each parameter's
+`partition_dim` for TP and renumbering layers for PP, so one `torch.load(weights_only=True)` file
+serves every tiny layout. Full size loads the reference checkpoint with megatron
+`dist_checkpointing` (`load_full_checkpoint`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import torch
+
+from reference_impls.gpt3 import cpu_compat
+
+
+def transformer_config(cfg, layout, device: str):
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    on_gpu = device.startswith("cuda")
+    bf16 = on_gpu and cfg.precision == "bf16"
+    dtype = torch.bfloat16 if bf16 else torch.float32
+    kw = {}
+    if cfg.activation_recompute != "none":
+        kw.update(
+            recompute_granularity=cfg.activation_recompute,
+            recompute_method="uniform" if cfg.activation_recompute == "full" else None,
+            recompute_num_layers=1 if cfg.activation_recompute == "full" else None,
+        )
+    if on_gpu and cfg.fp8:
+        kw.update(fp8="hybrid", fp8_amax_history_len=1024, fp8_amax_compute_algo="max")
+    return TransformerConfig(
+        num_layers=cfg.num_layers,
+        hidden_size=cfg.hidden_size,
+        num_attention_heads=cfg.num_attention_heads,
+        ffn_hidden_size=cfg.ffn_hidden_size,
+        init_method_std=cfg.init_method_std,
+        hidden_dropout=cfg.dropout,
+        attention_dropout=cfg.dropout,
+        add_bias_linear=True,
+        normalization="LayerNorm",
+        tensor_model_parallel_size=layout.tp,
+        pipeline_model_parallel_size=layout.pp,
+        virtual_pipeline_model_parallel_size=layout.vp if layout.vp > 1 else None,
+        context_parallel_size=layout.cp,
+        sequence_parallel=on_gpu and cfg.sequence_parallel and layout.tp > 1,
+        tp_comm_overlap=on_gpu and cfg.tp_comm_overlap,
+        bf16=bf16,
+        params_dtype=dtype,
+        pipeline_dtype=dtype,
+        use_cpu_initialization=not on_gpu,
+        gradient_accumulation_fusion=False,
+        **kw,
+    )
+
+
+def layer_spec(cfg, device: str):
+    from megatron.core.models.gpt import gpt_layer_specs as specs
+
+    if device.startswith("cuda"):
+        try:
+            import transformer_engine  # noqa: F401
+        except ImportError:
+            if cfg.fp8:
+                from harness.errors import ConfigError
+
+                raise ConfigError(
+                    "fp8: Transformer Engine is not installed; "
+                    "pip install --no-build-isolation -e '.[gpu]' on the GPU host"
+                ) from None
+            return specs.get_gpt_layer_local_spec()
+        return specs.get_gpt_layer_with_transformer_engine_spec()
+    return specs.get_gpt_layer_local_spec()
+
+
+def build(cfg, layout, device: str):
+    """(model chunks wrapped in megatron DDP, optimizer, scheduler, TransformerConfig)."""
+    from megatron.core import parallel_state as ps
+    from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
+    from megatron.core.models.gpt.gpt_model import GPTModel
+    from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
+    from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
+
+    cpu_compat.enable()
+    tcfg = transformer_config(cfg, layout, device)
+    spec = layer_spec(cfg, device)
+    on_gpu = device.startswith("cuda")
+    chunks = []
+    vp = layout.vp if layout.vp > 1 else None
+    for stage in range(vp or 1):
+        vp_stage = stage if vp else None
+        m = GPTModel(
+            tcfg,
+            spec,
+            vocab_size=cfg.vocab_size,
+            max_sequence_length=cfg.max_sequence_length,
+            pre_process=ps.is_pipeline_first_stage(ignore_virtual=vp is None, vp_stage=vp_stage),
+            post_process=ps.is_pipeline_last_stage(ignore_virtual=vp is None, vp_stage=vp_stage),
+            share_embeddings_and_output_weights=True,
+            position_embedding_type="learned_absolute",
+            vp_stage=vp_stage,
+        )
+        if on_gpu:
+            m = m.to(device)
+        chunks.append(m)
+    ddp_cfg = DistributedDataParallelConfig(
+        grad_reduce_in_fp32=True,
+        overlap_grad_reduce=cfg.overlap_grad_reduce,
+        use_distributed_optimizer=on_gpu and cfg.distributed_optimizer,
+        overlap_param_gather=on_gpu and cfg.distributed_optimizer and cfg.overlap_param_gather,
+    )
+    model = [
+        DistributedDataParallel(tcfg, ddp_cfg, m, disable_bucketing=(i > 0)) for i, m in enumerate(chunks)
+    ]
+    opt_cfg = OptimizerConfig(
+        optimizer="adam",
+        lr=cfg.opt_base_learning_rate,
+        min_lr=cfg.opt_end_learning_rate,
+        weight_decay=cfg.opt_weight_decay,
+        adam_beta1=cfg.opt_adam_beta_1,
+        adam_beta2=cfg.opt_adam_beta_2,
+        adam_eps=cfg.opt_adam_epsilon,
+        clip_grad=cfg.opt_gradient_clip_norm,
+        bf16=tcfg.bf16,
+        params_dtype=tcfg.params_dtype,
+        use_distributed_optimizer=ddp_cfg.use_distributed_optimizer,
+    )
+    optimizer = get_megatron_optimizer(opt_cfg, model)
+    scheduler = OptimizerParamScheduler(
+        optimizer,
+        init_lr=0.0,
+        max_lr=cfg.opt_base_learning_rate,
+        min_lr=cfg.opt_end_learning_rate,
+        lr_warmup_steps=cfg.opt_learning_rate_warmup_steps,
+        lr_decay_steps=cfg.opt_learning_rate_decay_steps,
+        lr_decay_style="cosine",
+        start_wd=cfg.opt_weight_decay,
+        end_wd=cfg.opt_weight_decay,
+        wd_incr_steps=cfg.opt_learning_rate_decay_steps,
+        wd_incr_style="constant",
+    )
+    return model, optimizer, scheduler, tcfg
+
+
+def set_schedule_step(scheduler, step: int) -> None:
+    """Continue the LR schedule at optimizer step `step` (the checkpoint's step at this GBS)."""
+    scheduler.num_steps = 0
+    scheduler.step(increment=step)
+
+
+# ---- tiny checkpoints: full tensors <-> sharded model -------------------------------------------
+
+_LAYER = re.compile(r"^decoder\.layers\.(\d+)\.")
+
+
+def _adam_states(optimizer) -> dict:
+    """param -> its Adam state dict, across megatron's (possibly chained) optimizers."""
+    out = {}
+    for o in getattr(optimizer, "chained_optimizers", [optimizer]):
+        out.update(o.optimizer.state)
+    return out
+
+
+def _global_names(chunk_module):
+    """(global name, param): layer numbers made global (PP/VP offsets), tied copy renamed."""
+    from megatron.core import parallel_state as ps
+
+    for name, p in chunk_module.named_parameters():
+        gname = name
+        m = _LAYER.match(name)
+        if m:
+            layer = chunk_module.decoder.layers[int(m.group(1))]
+            gname = _LAYER.sub(f"decoder.layers.{layer.layer_number - 1}.", name)
+        if gname == "output_layer.weight" and not ps.is_pipeline_first_stage():
+            gname = "embedding.word_embeddings.weight"  # tied copy on the last stage
+        yield gname, p
+
+
+def _shard(full: torch.Tensor, p: torch.nn.Parameter) -> torch.Tensor:
+    from megatron.core import parallel_state as ps
+
+    if getattr(p, "tensor_model_parallel", False) and ps.get_tensor_model_parallel_world_size() > 1:
+        parts = full.chunk(ps.get_tensor_model_parallel_world_size(), dim=p.partition_dim)
+        full = parts[ps.get_tensor_model_parallel_rank()]
+    if full.shape != p.shape:
+        raise ValueError(f"checkpoint tensor {tuple(full.shape)} does not fit parameter {tuple(p.shape)}")
+    return full
+
+
+def tiny_state(model, optimizer, step: int, consumed_samples: int) -> dict:
+    """Checkpoint of a TP=1 PP=1 model: plain tensors (torch.load(weights_only=True) reads it)."""
+    states = _adam_states(optimizer)
+    params, adam = {}, {}
+    for chunk in model:
+        for gname, p in _global_names(chunk.module):
+            params[gname] = p.detach().float().cpu().clone()
+            st = states.get(p, {})
+            if "exp_avg" in st:
+                adam[gname] = {
+                    "exp_avg": st["exp_avg"].float().cpu().clone(),
+                    "exp_avg_sq": st["exp_avg_sq"].float().cpu().clone(),
+                    "step": float(st["step"]),
+                }
+    return {
+        "format": "mlperf-harness/gpt3-tiny-ckpt/1",
+        "step": step,
+        "consumed_samples": consumed_samples,
+        "model": params,
+        "adam": adam,
+    }
+
+
+def load_tiny_state(model, optimizer, state: dict) -> None:
+    """Copy a full-tensor checkpoint into this rank's shards (params and Adam moments)."""
+    adam = state.get("adam", {})
+    for o in getattr(optimizer, "chained_optimizers", [optimizer]):
+        torch_opt = o.optimizer
+        for group in torch_opt.param_groups:
+            for p in group["params"]:
+                torch_opt.state.setdefault(p, {})
+    states = _adam_states(optimizer)
+    for chunk in model:
+        for gname, p in _global_names(chunk.module):
+            if gname not in state["model"]:
+                raise KeyError(f"checkpoint has no tensor for parameter {gname}")
+            with torch.no_grad():
+                p.copy_(_shard(state["model"][gname], p))
+            if gname in adam and p in states:
+                a = adam[gname]
+                states[p].update(
+                    exp_avg=_shard(a["exp_avg"], p).to(p.device, p.dtype).clone(),
+                    exp_avg_sq=_shard(a["exp_avg_sq"], p).to(p.device, p.dtype).clone(),
+                    step=torch.tensor(a["step"], dtype=torch.float32),
+                )
+
+
+def load_full_checkpoint(model, optimizer, ckpt_dir: str) -> None:
+    """The reference checkpoint (megatron dist_checkpointing layout), resharded to this layout."""
+    from megatron.core import dist_checkpointing
+
+    sharded = {
+        f"model{i}" if len(model) > 1 else "model": m.module.sharded_state_dict() for i, m in enumerate(model)
+    }
+    sharded["optimizer"] = optimizer.sharded_state_dict(sharded)
+    loaded = dist_checkpointing.load(sharded, ckpt_dir)
+    for i, m in enumerate(model):
+        m.module.load_state_dict(loaded[f"model{i}" if len(model) > 1 else "model"], strict=False)
+    optimizer.load_state_dict(loaded["optimizer"])
+
+
+def count_params(model) -> int:
+    return sum(p.numel() for m in model for p in m.parameters())
+
+
+def cosine_lr(step: int, base: float, end: float, warmup: int, decay: int) -> float:
+    """The schedule in closed form (for tests): linear warmup, cosine from base to end."""
+    if step < warmup:
+        return base * step / warmup
+    if step > decay:
+        return end
+    ratio = (step - warmup) / (decay - warmup)
+    return end + 0.5 * (base - end) * (1 + math.cos(math.pi * ratio))

@@ -1,0 +1,157 @@
+"""`python -m reference_impls.gpt3.prepare --plan PLAN.json`: make plan.data_dir ready (untimed).
+
+Tiny: write the synthetic Markov corpus (data.py), pretrain the starting checkpoint the way the
+reference's checkpoint was made (reference_checkpoint_step steps at reference_global_batch_size,
+same optimizer and schedule, from a fixed seed), save it loadable with
+`torch.load(weights_only=True)`, and write PREPARED.json last. Deterministic: same config, same
+bytes (single process, one thread).
+Full: check the C4 + checkpoint layout and raise ConfigError naming the first missing file and
+where it comes from (nothing is downloaded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from harness.errors import ConfigError
+from harness.plan import RunPlan
+from reference_impls.gpt3 import manifest
+
+PRETRAIN_SEED = 4000  # data order and init of the checkpoint run
+# Peak LR of the checkpoint's pretraining (the reference checkpoint too was trained with its own
+# recipe, not the submitter's tuned LR); warmup/decay are the config's reference_* numbers, so the
+# run continues the same schedule shape at init_checkpoint_step. Calibrated: see README.md.
+PRETRAIN_LR = 1.0e-2
+
+
+def check_full(data_dir: Path) -> None:
+    missing = manifest.missing_full(data_dir)
+    if missing:
+        path, source = missing[0]
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise ConfigError(f"gpt3 full-size data: missing {path}{more}; it comes from {source}")
+
+
+def pretrain_config(plan: RunPlan):
+    """The run's config at the reference GBS, so warmup/decay are the reference's own numbers."""
+    values = dict(plan.config)
+    for k in ("opt_learning_rate_warmup_steps", "opt_learning_rate_decay_steps", "init_checkpoint_step"):
+        values.pop(k, None)
+    values.pop("opt_end_learning_rate", None)
+    values.update(
+        global_batch_size=values["reference_global_batch_size"],
+        micro_batch_size=values["reference_global_batch_size"],
+        opt_base_learning_rate=PRETRAIN_LR,
+    )
+    module, cls = plan.config_class.split(":")
+    import importlib
+
+    return getattr(importlib.import_module(module), cls).model_validate(values)
+
+
+def prepare_tiny(plan: RunPlan, log=print) -> Path:
+    import torch
+    import torch.distributed as dist
+
+    from harness.layout import Layout
+    from reference_impls.gpt3 import data, train
+    from reference_impls.gpt3 import model as gmodel
+
+    data_dir = Path(plan.data_dir)
+    cfg = pretrain_config(plan)
+    t0 = time.perf_counter()
+    facts = data.generate_tiny(data_dir, cfg)
+    log(
+        f"gpt3 tiny: corpus written to {data_dir} ({time.perf_counter() - t0:.1f} s; "
+        f"entropy rate {facts['entropy_rate_nats']:.4f} nats/token)"
+    )
+
+    torch.set_num_threads(max(1, plan.threads_per_process))
+    own_group = not dist.is_initialized()
+    if own_group:
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(_free_port()))
+        dist.init_process_group("gloo", rank=0, world_size=1)
+    gbs = cfg.global_batch_size
+    layout = Layout(
+        nodes=1,
+        procs_per_node=1,
+        world_size=1,
+        tp=1,
+        pp=1,
+        vp=1,
+        cp=1,
+        dp=1,
+        micro_batch_size=gbs,
+        global_batch_size=gbs,
+        grad_accum=1,
+    )
+    t0 = time.perf_counter()
+    try:
+        train.init_parallel(layout, PRETRAIN_SEED)
+        model, optimizer, scheduler, tcfg = gmodel.build(cfg, layout, "cpu")
+        with tempfile.TemporaryDirectory() as cache:  # megatron's index cache, not in data_dir
+            trainset, valid = data.build_datasets(data_dir, cfg, "tiny", PRETRAIN_SEED, Path(cache))
+        stepper = train.Stepper(model, optimizer, scheduler, tcfg, cfg, layout, "cpu")
+        steps = cfg.reference_checkpoint_step
+        for step in range(steps):
+            stepper.train_step(train.train_microbatches(trainset, step, layout))
+        val = stepper.evaluate(train.eval_microbatches(valid, 0, 1, gbs))
+        ckpt = data_dir / manifest.CHECKPOINT
+        ckpt.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(gmodel.tiny_state(model, optimizer, steps, steps * gbs), ckpt)
+    finally:
+        train._teardown()
+        if own_group:
+            dist.destroy_process_group()
+    log(
+        f"gpt3 tiny: checkpoint after {steps} steps x GBS {gbs} ({time.perf_counter() - t0:.1f} s), "
+        f"validation log-perplexity {val:.4f}"
+    )
+    files = [p + ext for p in (*data.TRAIN_PREFIXES, data.VALID_PREFIX) for ext in (".bin", ".idx")]
+    facts.update(
+        checkpoint_step=steps,
+        checkpoint_global_batch_size=gbs,
+        checkpoint_val_log_ppl=val,
+        pretrain_seed=PRETRAIN_SEED,
+    )
+    return manifest.write(data_dir, files + [manifest.CHECKPOINT], plan.config, facts)
+
+
+def prepare(plan: RunPlan, log=print) -> Path | None:
+    if plan.size == "full":
+        check_full(Path(plan.data_dir))
+        return None
+    if manifest.is_prepared(plan):
+        log(f"gpt3 tiny: {plan.data_dir} is already prepared")
+        return Path(plan.data_dir) / manifest.MANIFEST
+    return prepare_tiny(plan, log)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m reference_impls.gpt3.prepare")
+    ap.add_argument("--plan", required=True)
+    args = ap.parse_args(argv)
+    try:
+        prepare(RunPlan.load(Path(args.plan)), log=lambda m: print(m, file=sys.stderr, flush=True))
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
+    return 0
+
+
+if __name__ == "__main__":  # guard required: megatron dist_checkpointing workers re-import __main__
+    sys.exit(main())

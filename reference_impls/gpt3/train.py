@@ -1,0 +1,332 @@
+"""The GPT-3 training loop (every rank): resume from the checkpoint, train, evaluate, stop at target.
+
+    rt = runtime.start(plan)            header, hyperparameters, train/eval_samples      (untimed init)
+    build model/optimizer, load ckpt    schedule continues at init_checkpoint_step
+    init_stop, run_start                                                                (timed)
+    every eval_interval_steps steps:    block_start/stop, eval over the full validation
+                                        set, eval_accuracy(log-ppl, epoch_num = tokens)
+    log-ppl <= target -> run_stop success (exit 0); train_samples_cap -> aborted (exit 3)
+
+No host-device syncs per step of our own: the training loss stays a tensor until an eval point
+(megatron's grad clipping reads the grad norm each step, as in the reference). Rank 0 writes the
+MLPerf log and `run_dir/timings.jsonl` (one buffered JSON line per step).
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import time
+from pathlib import Path
+
+import torch
+
+from reference_impls.gpt3 import cpu_compat, data, manifest
+from reference_impls.gpt3 import model as gmodel
+
+LOSS_KEY = "lm loss"
+
+
+def init_parallel(layout, seed: int) -> None:
+    from megatron.core import parallel_state as ps
+    from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
+
+    cpu_compat.enable()
+    ps.initialize_model_parallel(
+        tensor_model_parallel_size=layout.tp,
+        pipeline_model_parallel_size=layout.pp,
+        virtual_pipeline_model_parallel_size=layout.vp if layout.vp > 1 else None,
+        context_parallel_size=layout.cp,
+    )
+    torch.manual_seed(seed)
+    model_parallel_cuda_manual_seed(seed)
+
+
+class Stepper:
+    """One optimizer step (GA microbatches through megatron's schedule) and one full evaluation."""
+
+    def __init__(self, model, optimizer, scheduler, tcfg, cfg, layout, device: str):
+        from megatron.core import parallel_state as ps
+        from megatron.core.distributed.finalize_model_grads import finalize_model_grads
+        from megatron.core.pipeline_parallel.schedules import get_forward_backward_func
+
+        self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
+        self.cfg, self.layout, self.device = cfg, layout, device
+        self.fb = get_forward_backward_func()
+        single = len(model) == 1
+        tcfg.no_sync_func = model[0].no_sync if single else [m.no_sync for m in model]
+        tcfg.finalize_model_grads_func = finalize_model_grads
+        tcfg.grad_scale_func = optimizer.scale_loss
+        if not single and model[0].ddp_config.overlap_grad_reduce:
+            tcfg.grad_sync_func = [m.start_grad_sync for m in model]
+        if model[0].ddp_config.overlap_param_gather:
+            tcfg.param_sync_func = (
+                [m.start_param_sync for m in model] if not single else model[0].start_param_sync
+            )
+        self.dp_rank = ps.get_data_parallel_rank()
+        # Ranks whose loss sums count once in a world all-reduce: last PP stage, TP/CP rank 0.
+        self.reports_loss = (
+            ps.is_pipeline_last_stage()
+            and ps.get_tensor_model_parallel_rank() == 0
+            and ps.get_context_parallel_rank() == 0
+        )
+
+    def _forward_step(self, data_iterator, model):
+        b = next(data_iterator)
+        if self.device != "cpu":
+            b = {k: v.to(self.device, non_blocking=True) for k, v in b.items()}
+        out = model(b["tokens"], b["position_ids"], None, labels=b["labels"])
+        mask = b["loss_mask"]
+
+        def loss_func(output):
+            losses = output.float() * mask
+            total, n = losses.sum(), mask.sum()
+            # A new tensor for the report: the schedule divides the loss by GA in place.
+            return total / n.clamp(min=1), {LOSS_KEY: torch.stack([total.detach(), n.detach()])}
+
+        return out, loss_func
+
+    def _iterator(self, microbatches: list):
+        it = iter(microbatches)
+        return it if len(self.model) == 1 else [iter(microbatches) for _ in self.model]
+
+    def train_step(self, microbatches: list):
+        """Forward/backward over the GA microbatches, clip, Adam, schedule; returns the loss reports."""
+        for m in self.model:
+            m.zero_grad_buffer()
+        self.optimizer.zero_grad()
+        reports = self.fb(
+            forward_step_func=self._forward_step,
+            data_iterator=self._iterator(microbatches),
+            model=self.model if len(self.model) > 1 else self.model[0],
+            num_microbatches=len(microbatches),
+            seq_length=self.cfg.max_sequence_length,
+            micro_batch_size=self.layout.micro_batch_size,
+            forward_only=False,
+        )
+        self.optimizer.step()
+        self.scheduler.step(increment=1)
+        return reports
+
+    @torch.no_grad()
+    def evaluate(self, microbatches: list) -> float:
+        """Mean validation cross-entropy (nats/token) over every rank's share of the validation set."""
+        for m in self.model:
+            m.eval()
+        reports = self.fb(
+            forward_step_func=self._forward_step,
+            data_iterator=self._iterator(microbatches),
+            model=self.model if len(self.model) > 1 else self.model[0],
+            num_microbatches=len(microbatches),
+            seq_length=self.cfg.max_sequence_length,
+            micro_batch_size=self.layout.micro_batch_size,
+            forward_only=True,
+        )
+        for m in self.model:
+            m.train()
+        return self.reduce_loss(reports)
+
+    def reduce_loss(self, reports) -> float:
+        """Sum (loss, tokens) over microbatches and ranks; a collective: call on every rank."""
+        import torch.distributed as dist
+
+        sums = torch.zeros(2, dtype=torch.float64, device=self.device)
+        if self.reports_loss:
+            for r in reports:
+                sums += r[LOSS_KEY].to(sums.dtype)
+        if dist.is_initialized() and dist.get_world_size() > 1:
+            dist.all_reduce(sums)
+        total, n = sums.tolist()
+        return total / max(n, 1.0)
+
+
+def eval_microbatches(valid, dp_rank: int, dp: int, mbs: int) -> list:
+    """This DP rank's share of the whole validation set as microbatches; the last one is padded
+    with masked copies so every microbatch has MBS sequences (pipeline shapes are fixed)."""
+    idx = list(range(dp_rank, len(valid), dp))
+    per_rank = -(-len(valid) // dp)
+    pad = (-per_rank) % mbs + (per_rank - len(idx))
+    items = [valid[i] for i in idx]
+    for _ in range(pad):
+        it = dict(valid[0])
+        it["loss_mask"] = torch.zeros_like(it["loss_mask"])
+        items.append(it)
+    keys = ("tokens", "labels", "loss_mask", "position_ids")
+    return [
+        {k: torch.stack([it[k] for it in items[i : i + mbs]]) for k in keys}
+        for i in range(0, len(items), mbs)
+    ]
+
+
+def train_microbatches(train, step: int, layout) -> list:
+    """The GA microbatches of this DP rank for run step `step` (samples [step*GBS, (step+1)*GBS))."""
+    per_rank = layout.micro_batch_size * layout.grad_accum
+    start = step * layout.global_batch_size + data_rank(layout) * per_rank
+    return list(data.batches(train, start, layout.grad_accum, layout.micro_batch_size))
+
+
+def data_rank(layout) -> int:
+    from megatron.core import parallel_state as ps
+
+    return ps.get_data_parallel_rank() if layout.dp > 1 else 0
+
+
+def hyperparameters(cfg, layout) -> dict:
+    return {
+        "global_batch_size": cfg.global_batch_size,
+        "gradient_accumulation_steps": layout.grad_accum,
+        "max_sequence_length": cfg.max_sequence_length,
+        "opt_name": cfg.opt_name,
+        "opt_base_learning_rate": cfg.opt_base_learning_rate,
+        "opt_end_learning_rate": cfg.opt_end_learning_rate,
+        "opt_learning_rate_decay_steps": cfg.opt_learning_rate_decay_steps,
+        "opt_learning_rate_warmup_steps": cfg.opt_learning_rate_warmup_steps,
+        "opt_learning_rate_decay_schedule": cfg.opt_learning_rate_decay_schedule,
+        "opt_adam_beta_1": cfg.opt_adam_beta_1,
+        "opt_adam_beta_2": cfg.opt_adam_beta_2,
+        "opt_adam_epsilon": cfg.opt_adam_epsilon,
+        "opt_weight_decay": cfg.opt_weight_decay,
+        "opt_gradient_clip_norm": cfg.opt_gradient_clip_norm,
+        "init_checkpoint_step": cfg.init_checkpoint_step,
+    }
+
+
+def check_switches(cfg, device: str) -> None:
+    from harness.errors import ConfigError
+
+    if device == "cpu":
+        on = [k for k in type(cfg).GPU_ONLY if getattr(cfg, k, False)]
+        if on:
+            raise ConfigError(
+                f"{', '.join(on)}: GPU-only switch(es) set for a CPU run; "
+                f"--set {on[0]}=false or run on a GPU system"
+            )
+
+
+class Timings:
+    """`run_dir/timings.jsonl`: one line per step, buffered; the loss only at eval points, where it
+    is read anyway. The newest row is held back so the eval point can add its loss."""
+
+    def __init__(self, path: Path | None):
+        self._f = open(path, "w", buffering=1 << 16) if path else None  # noqa: SIM115
+        self._pending: dict | None = None
+
+    def row(self, step: int, step_time: float, wait: float, samples: int):
+        if self._f is None:
+            return
+        self._write()
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+        self._pending = {
+            "step": step,
+            "step_time_s": round(step_time, 6),
+            "data_wait_s": round(wait, 6),
+            "samples_per_s": round(samples / step_time, 3) if step_time > 0 else None,
+            "loss": None,
+            "max_rss_mb": round(rss, 1),
+        }
+
+    def set_loss(self, loss: float):
+        if self._pending is not None:
+            self._pending["loss"] = round(loss, 6)
+
+    def _write(self):
+        if self._pending is not None:
+            self._f.write(json.dumps(self._pending) + "\n")
+            self._pending = None
+
+    def flush(self):
+        if self._f:
+            self._write()
+            self._f.flush()
+
+    def close(self):
+        if self._f:
+            self.flush()
+            self._f.close()
+            self._f = None
+
+
+def run(rt) -> bool:
+    """Train one run; True when the target was reached. Raises on errors (caller logs run_stop)."""
+    plan, log = rt.plan, rt.log
+    cfg, layout = plan.cfg(), plan.layout
+    target = plan.target["log_perplexity"]
+    log.header(plan, hyperparameters(cfg, layout))
+    log.event("train_samples", cfg.train_samples_cap)
+    check_switches(cfg, rt.device)
+    data_dir = Path(plan.data_dir)
+    if plan.size == "tiny" and not manifest.is_prepared(plan):
+        from harness.errors import ConfigError
+
+        raise ConfigError(
+            f"{data_dir}: tiny GPT-3 data is not prepared; run `mlperf prepare gpt3 --size tiny`"
+        )
+    init_parallel(layout, plan.seed)
+    model, optimizer, scheduler, tcfg = gmodel.build(cfg, layout, rt.device)
+    if plan.size == "tiny":
+        state = torch.load(data_dir / manifest.CHECKPOINT, map_location="cpu", weights_only=True)
+        gmodel.load_tiny_state(model, optimizer, state)
+    else:
+        gmodel.load_full_checkpoint(model, optimizer, str(data_dir / manifest.FULL_CHECKPOINT_DIR))
+    gmodel.set_schedule_step(scheduler, cfg.init_checkpoint_step)
+    # megatron's index cache: rank 0 builds it, the others read it (a barrier in the builder).
+    # Tiny: per run; full: beside the data, shared by every run (building it takes minutes).
+    cache = Path(plan.run_dir) / "index_cache" if plan.size == "tiny" else data_dir / "index_cache"
+    train, valid = data.build_datasets(data_dir, cfg, plan.size, plan.seed + cfg.seed_offset, cache_dir=cache)
+    log.event("eval_samples", cfg.eval_samples)
+    stepper = Stepper(model, optimizer, scheduler, tcfg, cfg, layout, rt.device)
+    val_batches = eval_microbatches(valid, data_rank(layout), layout.dp, layout.micro_batch_size)
+    timings = Timings(Path(plan.run_dir) / "timings.jsonl" if rt.is_rank0 else None)
+    log.init_stop()
+    log.run_start()
+
+    seq, gbs = cfg.max_sequence_length, cfg.global_batch_size
+    every = cfg.eval_interval_steps
+    max_steps = cfg.train_samples_cap // gbs
+    reached = False
+    step = 0
+    try:
+        while step < max_steps and not rt.stop_requested:
+            first = step * gbs * seq
+            block = min(every, max_steps - step)
+            log.start("block_start", metadata={"first_epoch_num": first, "epoch_count": block * gbs * seq})
+            for _ in range(block):
+                t0 = time.perf_counter()
+                mbs = train_microbatches(train, step, layout)
+                t1 = time.perf_counter()
+                reports = stepper.train_step(mbs)
+                step += 1
+                timings.row(step, time.perf_counter() - t0, t1 - t0, gbs)
+                if rt.stop_requested:
+                    break
+            tokens = step * gbs * seq
+            log.end("block_stop", metadata={"first_epoch_num": first, "epoch_count": block * gbs * seq})
+            if rt.stop_requested:
+                break
+            log.start("eval_start", metadata={"epoch_num": tokens})
+            train_loss = stepper.reduce_loss(reports)
+            ppl = stepper.evaluate(val_batches)
+            log.event("eval_accuracy", ppl, metadata={"epoch_num": tokens})
+            log.end("eval_stop", metadata={"epoch_num": tokens})
+            timings.set_loss(train_loss)
+            timings.flush()
+            if rt.is_rank0:
+                print(
+                    f"step {step} tokens {tokens} train_loss {train_loss:.4f} eval_log_ppl {ppl:.4f} "
+                    f"lr {optimizer.param_groups[0]['lr']:.3g}",
+                    flush=True,
+                )
+            if ppl <= target:
+                reached = True
+                break
+    finally:
+        timings.close()
+        _teardown()
+    return reached
+
+
+def _teardown():
+    from megatron.core import parallel_state as ps
+
+    if ps.model_parallel_is_initialized():
+        ps.destroy_model_parallel()
