@@ -525,6 +525,7 @@ class Report:
     logs: list[LogResult] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)  # tree-level (package, systems, rcp, ...)
     tools: list[dict] = field(default_factory=list)  # what ran: {"tool", "target", "passed", ...}
+    skipped: list[str] = field(default_factory=list)  # files in a folder without MLLOG lines
     seconds: float = 0.0
 
     @property
@@ -550,6 +551,7 @@ class Report:
             "logs": [asdict(r) for r in self.logs],
             "findings": [asdict(f) for f in self.findings],
             "tools": self.tools,
+            "skipped": self.skipped,
             "counts": {
                 "logs": len(self.logs),
                 "logs_failed": sum(not r.passed for r in self.logs),
@@ -568,6 +570,22 @@ def log_files(folder: str) -> list[str]:
             if fn.endswith(LOG_SUFFIXES) and not fn.startswith("."):
                 out.append(os.path.join(dirpath, fn))
     return out
+
+
+def has_mllog(path: str) -> bool:
+    """Whether the file contains ':::MLLOG ' anywhere (read in chunks; unreadable -> True, so the
+    check reports why it cannot be read)."""
+    tail = b""
+    token = TOKEN.encode()
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                if token in tail + chunk:
+                    return True
+                tail = chunk[-len(token) :]
+    except OSError:
+        return True
+    return False
 
 
 def _rel(p: str, base: str) -> str:
@@ -606,10 +624,14 @@ def check_path(path: str | os.PathLike, ruleset: str = DEFAULT_RULESET) -> Repor
             rep = check_tree.check_tree(raw, orgs, ruleset)
         else:
             files = log_files(raw)
-            if not files:
-                raise ConfigError(f"no log files (*.txt, *.log) under {raw}")
+            # In a folder, text files without any MLLOG line (READMEs, job stdout) are not logs;
+            # result_*.txt files always are. A single named file is always checked.
+            logs = [f for f in files if os.path.basename(f).startswith("result_") or has_mllog(f)]
+            if not logs:
+                raise ConfigError(f"no MLPerf logs (*.txt, *.log with ':::MLLOG ' lines) under {raw}")
             rep = Report(path=raw, ruleset=ruleset, kind="logs")
-            rep.logs = [check_log(f, ruleset, display=_rel(f, os.getcwd())) for f in files]
+            rep.skipped = [_rel(f, os.getcwd()) for f in files if f not in logs]
+            rep.logs = [check_log(f, ruleset, display=_rel(f, os.getcwd())) for f in logs]
     else:
         rep = Report(path=raw, ruleset=ruleset, kind="log")
         rep.logs = [check_log(raw, ruleset)]

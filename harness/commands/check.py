@@ -86,6 +86,13 @@ def render(report: Report) -> None:
             str(t.get("warnings", "")),
         )
     console.print(table)
+    if report.skipped:
+        console.print(
+            f"skipped {len(report.skipped)} files without ':::MLLOG ' lines: "
+            + ", ".join(report.skipped[:5])
+            + (" ..." if len(report.skipped) > 5 else ""),
+            markup=False,
+        )
     n_fail = sum(not r.passed for r in report.logs)
     verdict = "[green]all checks passed[/]" if report.passed else "[red]checks failed[/]"
     console.print(
