@@ -210,3 +210,42 @@ def test_cli_score_bad_inputs_no_traceback(tmp_path):
         env=env,
     )
     assert p.returncode == 2 and p.stderr.startswith("error:")
+
+
+@pytest.mark.skipif(not LOGS.exists(), reason="fixture logs not available")
+def test_differential_against_official_summarizer(tmp_path):
+    """Prefixed lines, job noise, unsorted run times: same score as mlperf-logging's summarizer."""
+    src = (LOGS / "closed_gnn.txt").read_text().splitlines()
+    d = tmp_path / "Org" / "results" / "sys1" / "gnn"
+    d.mkdir(parents=True)
+    shift = [0, 61_234, 7_777, 123_456, 5, 99_999, 42, 3_141, 27_182, 11_111]
+    for i, extra in enumerate(shift):
+        out = ["slurm: step started", "garbage without token"]
+        for x in src:
+            if '"key": "run_stop"' in x:
+                rec = json.loads(x.split(":::MLLOG ", 1)[1])
+                rec["time_ms"] += extra
+                x = ":::MLLOG " + json.dumps(rec)
+            out.append(f"{i}: [rank0]:{x}" if i % 2 else x)
+        (d / f"result_{i}.txt").write_text("\n".join(out) + "\n")
+    (tmp_path / "Org" / "systems").mkdir()
+    desc = json.loads((V40 / "NVIDIA" / "systems" / "h200_ngc24.04_dgl.json").read_text())
+    (tmp_path / "Org" / "systems" / "sys1.json").write_text(json.dumps({**desc, "division": "open"}))
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mlperf_logging.result_summarizer",
+            str(tmp_path / "Org"),
+            "training",
+            "4.0.0",
+            "--csv",
+            str(tmp_path / "s.csv"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    official = float(next(csv.DictReader(open(tmp_path / "s.csv")))["gnn"])
+    assert score_result_dir(d)["score_min"] == pytest.approx(official, abs=1e-9)
