@@ -69,18 +69,22 @@ def pruned(bench: str, ruleset: str = "4.0.0") -> tuple[RcpPoint, ...]:
 
 
 def bs_range(bench: str, ruleset: str = "4.0.0") -> tuple[int, int]:
-    """Batch sizes the RCPs cover: below the smallest the checker compares with the smallest,
-    above the largest it says `Missing RCP` (a closed submission then needs new RCPs)."""
-    pts = pruned(bench, ruleset)
-    return pts[0].bs, pts[-1].bs
+    """Global batch sizes the RCPs cover: from the smallest reference batch (the rules: other sizes
+    need new RCPs; gpt3 1536) to the largest (above it the checker answers `Missing RCP`)."""
+    return points(bench, ruleset)[0].bs, pruned(bench, ruleset)[-1].bs
 
 
 def check_bs(bench: str, gbs: int, ruleset: str = "4.0.0") -> None:
-    hi = bs_range(bench, ruleset)[1]
+    lo, hi = bs_range(bench, ruleset)
     if gbs > hi:
         raise ConfigError(
             f"global batch size {gbs} is above the largest {bench} RCP ({hi}): the RCP checker "
-            f"would answer 'Missing RCP'; choose GBS <= {hi}"
+            f"would answer 'Missing RCP'; choose {lo} <= GBS <= {hi}"
+        )
+    if gbs < lo:
+        raise ConfigError(
+            f"global batch size {gbs} is below the smallest {bench} RCP ({lo}): a closed "
+            f"submission would need new reference convergence points; choose {lo} <= GBS <= {hi}"
         )
 
 
@@ -88,7 +92,7 @@ def converge(bench: str, gbs: int, ruleset: str = "4.0.0") -> float:
     """RCP mean (the benchmark's unit) at `gbs`: exact, interpolated, or the smallest point's."""
     pts = pruned(bench, ruleset)
     check_bs(bench, gbs, ruleset)
-    if gbs <= pts[0].bs:
+    if gbs <= pts[0].bs:  # the checker compares batches below the pruned set with its smallest point
         return pts[0].mean
     for lo, hi in zip(pts, pts[1:]):
         if lo.bs <= gbs <= hi.bs:

@@ -11,7 +11,7 @@ official RCPs cover, and gpt3's learning rate follows from the GBS.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 
 from harness.errors import ConfigError
@@ -84,7 +84,6 @@ def _gbs_values(unit: int, lo: int, hi: int, fixed: int | None) -> list[int]:
 
 def _transformer_candidates(w: W.Workload, hw, k: dict, gbs: int | None):
     lo, hi = rcp.bs_range(w.name, RULESET)
-    lo = min(lo, gbs or lo)
     fp8 = hw.has_fp8()
     overlap = hw.intra_gbs >= 100  # userbuffer TP overlap needs NVLink-class links
     for tp in (1, 2, 4, 8):  # powers of two: head counts and GEMM shapes divide evenly
@@ -102,19 +101,11 @@ def _transformer_candidates(w: W.Workload, hw, k: dict, gbs: int | None):
                     v for v in (1, 2, 3, 4, 6, 8, 12) if w.layers % (pp * v) == 0 and (v == 1 or pp > 1)
                 ]:
                     for mbs in w.mbs_choices:
-                        for g in _gbs_values(dp * mbs, lo, hi, gbs):
-                            for rc in C.RECOMPUTE_ORDER:
-                                yield M.Candidate(
-                                    tp=tp,
-                                    pp=pp,
-                                    vp=vp,
-                                    cp=cp,
-                                    mbs=mbs,
-                                    gbs=g,
-                                    recompute=rc,
-                                    fp8=fp8,
-                                    tp_comm_overlap=overlap,
-                                )
+                        # interleaving needs GA divisible by PP: step GBS by DP x MBS x PP then
+                        for g in _gbs_values(dp * mbs * (pp if vp > 1 else 1), lo, hi, gbs):
+                            yield M.Candidate(
+                                tp=tp, pp=pp, vp=vp, cp=cp, mbs=mbs, gbs=g, fp8=fp8, tp_comm_overlap=overlap
+                            )
 
 
 def _dp_candidates(w: W.Workload, hw, k: dict, gbs: int | None):
@@ -126,11 +117,11 @@ def _dp_candidates(w: W.Workload, hw, k: dict, gbs: int | None):
         return
     for b in sorted({*w.local_batches, *(2**i for i in range(12))}):
         g = b * hw.world
-        if g <= hi and (g >= lo or b == max(w.local_batches)):
+        if lo <= g <= hi:
             yield M.Candidate(mbs=b, gbs=g, feature_store=store)
 
 
-def search(bench: str, hw, gbs: int | None = None, k: dict | None = None, top: int = 5) -> Plan:
+def search_layouts(bench: str, hw, gbs: int | None = None, k: dict | None = None) -> Plan:
     w = W.get(bench)
     k = k or C.constants()
     if gbs is not None:
@@ -141,7 +132,8 @@ def search(bench: str, hw, gbs: int | None = None, k: dict | None = None, top: i
         raise ConfigError(f"system '{hw.name}' gives no peak_tflops for its accelerator")
     plan = Plan(bench=w.name, hardware=hw, options=[])
     gen = _transformer_candidates(w, hw, k, gbs) if w.kind == "transformer" else _dp_candidates(w, hw, k, gbs)
-    best_by_layout: dict[tuple, Option] = {}
+    options = []
+    recomputes = C.RECOMPUTE_ORDER if w.kind == "transformer" else ("none",)
     for c in gen:
         plan.considered += 1
         try:
@@ -164,22 +156,24 @@ def search(bench: str, hw, gbs: int | None = None, k: dict | None = None, top: i
             reason = re.sub(r"\d+", "N", str(e).split(";")[0])
             plan.rejected[reason] = plan.rejected.get(reason, 0) + 1
             continue
-        mem = M.estimate(w, c, hw, k)
-        total = sum(mem.values())
-        if total > hw.memory_gib:
-            biggest = max(mem, key=mem.get)
-            reason = f"does not fit {hw.memory_gib:.0f} GiB (largest part: {biggest})"
-            plan.rejected[reason] = plan.rejected.get(reason, 0) + 1
-            continue
         # the least recompute that fits is the only one worth keeping for a layout
-        layout = c.key()[:-1]
-        if layout in best_by_layout and C.RECOMPUTE_ORDER.index(
-            best_by_layout[layout].candidate.recompute
-        ) < C.RECOMPUTE_ORDER.index(c.recompute):
-            continue
-        t = T.time_to_train(w, c, hw, k, RULESET)
-        best_by_layout[layout] = Option(c, mem, t, W.learning_rate(w, c.gbs))
-    plan.options = sorted(best_by_layout.values(), key=lambda o: o.minutes)
+        for rc in recomputes:
+            c = replace(c, recompute=rc)
+            mem = M.estimate(w, c, hw, k)
+            if sum(mem.values()) <= hw.memory_gib:
+                t = T.time_to_train(w, c, hw, k, RULESET)
+                options.append(Option(c, mem, t, W.learning_rate(w, c.gbs)))
+                break
+        else:
+            biggest = max(mem, key=mem.get)
+            reason = (
+                f"needs more than {hw.memory_gib:.0f} GiB per accelerator even with full recompute "
+                f"(largest part: {biggest})"
+                if w.kind == "transformer"
+                else f"needs more than {hw.memory_gib:.0f} GiB per accelerator (largest part: {biggest})"
+            )
+            plan.rejected[reason] = plan.rejected.get(reason, 0) + 1
+    plan.options = sorted(options, key=lambda o: o.minutes)
     if not plan.considered:
         lo, hi = rcp.bs_range(w.name, RULESET)
         raise ConfigError(
