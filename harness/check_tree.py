@@ -180,8 +180,8 @@ _PKG_FIX = [
     ),
     (
         r"files do not comply, directory cannot be accepted",
-        "fix the failing logs listed above; only one failing log is "
-        "tolerated (as the dropped run of the olympic mean)",
+        "fix the failing logs listed above, or the power logs (every result_<i> of a power submission needs "
+        "power/result_<i>/node_*.txt); only one failing run is tolerated (as the dropped run of the olympic mean)",
     ),
     (r"Seed checker failed", "log an integer `seed` in every run, a different one per run"),
     (r"RCP Test Failed", None),
@@ -259,6 +259,11 @@ def _package_findings(
                     fix += " (the package checker also counts a committed scaling.json here: expected then)"
             elif "RCP test failed but allowed" in text or "Please be ready" in text:
                 fix = "rcp-bypass is set: the result will be reviewed by the submission committee"
+            elif "power result" in text or "power" in text.lower():
+                fix = (
+                    "a power submission needs power/result_<i>/node_*.txt for every run; delete power/ for a "
+                )
+                fix += "performance-only result"
             elif text.startswith("Skipping benchmark"):
                 fix = "this folder is not a benchmark of this ruleset"
             else:
