@@ -1,0 +1,172 @@
+"""`mlperf plan`: layouts and predictions for shipped systems and official JSONs, one-line exit-2
+errors for bad input, `best_config` for the runner, and no torch anywhere on the path."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from harness import planner, systems
+from harness.commands.plan import plan as plan_cmd
+from harness.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE_SYSTEMS = (
+    Path(os.environ.get("MLPERF_FIXTURES", ROOT.parent / "shared" / "fixtures"))
+    / "mlperf_v4.0"
+    / "NVIDIA"
+    / "systems"
+)
+
+
+def run(*args):
+    res = CliRunner().invoke(plan_cmd, list(args), standalone_mode=False, catch_exceptions=True)
+    return res
+
+
+def run_json(*args) -> dict:
+    res = run(*args, "--json")
+    assert res.exception is None, res.exception
+    return json.loads(res.output)
+
+
+@pytest.mark.parametrize("system", ["dgx-h100x64", "dgx-h100x1452", "gb200-nvl72"])
+def test_gpt3_plans_with_memory_and_breakdown(system):
+    doc = run_json("gpt3", "--system", system)
+    assert doc["predicted_min"] > 0
+    best = doc["best"]
+    assert best["memory_total_gib"] <= doc["hardware"]["memory_gib"]
+    assert set(best["step_breakdown_s"]) >= {"compute", "tp", "pp_bubble", "dp_exposed", "eval"}
+    assert best["overrides"]["opt_base_learning_rate"] in (2e-5, 3e-5)
+    assert len(doc["options"]) == 5
+
+
+def test_table_output_lists_layouts():
+    res = run("gpt3", "--system", "dgx-h100x1452", "--top", "3")
+    assert res.exception is None
+    assert "predicted" in res.output and "TP" in res.output and "config overrides:" in res.output
+
+
+@pytest.mark.skipif(not FIXTURE_SYSTEMS.exists(), reason="shared fixtures not present")
+@pytest.mark.parametrize(
+    "name,bench",
+    [
+        ("eos_n64_ngc24.04_nemo", "gpt3"),
+        ("eos_n8_ngc24.04_nemo", "llama2_70b_lora"),
+        ("h200_ngc24.04_nemo", "stable_diffusion"),
+        ("h200_ngc24.04_dgl", "gnn"),
+    ],
+)
+def test_system_json_from_a_results_repository(name, bench):
+    doc = run_json(bench, "--system-json", str(FIXTURE_SYSTEMS / f"{name}.json"))
+    assert doc["hardware"]["world"] == {"eos_n64_ngc24.04_nemo": 512, "eos_n8_ngc24.04_nemo": 64}.get(name, 8)
+    assert doc["predicted_min"] > 0
+
+
+def test_gb200_is_faster_than_as_many_h100s():
+    gb = run_json("gpt3", "--system", "gb200-nvl72")
+    spec = systems.load("dgx-h100x8").with_overrides(nodes=9)  # 72 x H100
+    h100 = planner.plan("gpt3", spec).options[0].minutes
+    assert 2.0 < h100 / gb["predicted_min"] < 6.0
+
+
+def _one_line_error(res, pattern: str):
+    assert isinstance(res.exception, ConfigError), res.exception
+    assert res.exception.exit_code == 2
+    msg = str(res.exception)
+    assert "\n" not in msg and pattern in msg, msg
+
+
+def test_bad_gbs_exits_2():
+    _one_line_error(run("gpt3", "--system", "dgx-h100x64", "--global-batch-size", "10000"), "Missing RCP")
+    _one_line_error(
+        run("gpt3", "--system", "dgx-h100x64", "--global-batch-size", "1000"), "below the smallest"
+    )
+    _one_line_error(
+        run("stable_diffusion", "--system", "dgx-h100x8", "--global-batch-size", "1000"),
+        "no stable_diffusion layout",
+    )
+
+
+def test_unknown_accelerator_in_system_json_exits_2(tmp_path):
+    f = tmp_path / "sys.json"
+    f.write_text(
+        json.dumps(
+            {
+                "number_of_nodes": "2",
+                "accelerators_per_node": "8",
+                "accelerator_model_name": "Acme TensorBlaster 9000",
+            }
+        )
+    )
+    _one_line_error(run("gpt3", "--system-json", str(f)), "unknown accelerator 'Acme TensorBlaster 9000'")
+
+
+def test_too_little_memory_exits_2(tmp_path):
+    f = tmp_path / "sys.json"
+    f.write_text(
+        json.dumps(
+            {
+                "number_of_nodes": "64",
+                "accelerators_per_node": "8",
+                "accelerator_model_name": "NVIDIA H100-SXM5-80GB",
+                "accelerator_memory_capacity": "4096 MiB",
+            }
+        )
+    )
+    _one_line_error(run("gpt3", "--system-json", str(f)), "no gpt3 layout fits")
+    small = yaml.safe_load((systems.SYSTEMS_DIR / "dgx-h100x64.yaml").read_text())
+    small["accelerator"]["memory_gib"] = 4
+    y = tmp_path / "small.yaml"
+    y.write_text(yaml.safe_dump(small))
+    _one_line_error(run("llama2_70b_lora", "--system", str(y)), "no llama2_70b_lora layout fits")
+
+
+def test_needs_exactly_one_system():
+    _one_line_error(run("gpt3"), "exactly one of --system")
+
+
+def test_best_config_for_the_runner():
+    from benchmarks.gpt3.config import Gpt3Config
+
+    over = planner.best_config("gpt3", systems.load("dgx-h100x64"))
+    assert set(over) == {
+        "tensor_model_parallel_size",
+        "pipeline_model_parallel_size",
+        "virtual_pipeline_model_parallel_size",
+        "context_parallel_size",
+        "micro_batch_size",
+        "global_batch_size",
+        "opt_base_learning_rate",
+    }
+    Gpt3Config(**over)  # the overrides are a valid config
+    sd = planner.best_config("stable_diffusion", "dgx-h100x8")
+    assert sd == {"global_batch_size": 1024, "micro_batch_size": 16}
+
+
+def test_plot_writes_a_png(tmp_path):
+    out = tmp_path / "sd.png"
+    res = run("stable_diffusion", "--system", "dgx-h100x8", "--plot", str(out))
+    assert res.exception is None, res.exception
+    assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_plan_never_imports_torch_and_is_fast():
+    code = (
+        "import sys, time, json; from harness.cli import cli; "
+        "cli.main(args=['plan', 'gpt3', '--system', 'dgx-h100x64', '--json'], standalone_mode=False); "
+        "print(json.dumps({'torch': 'torch' in sys.modules, 'cpu_s': time.process_time()}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    info = json.loads(out.strip().splitlines()[-1])
+    assert info["torch"] is False
+    assert info["cpu_s"] < 1.5, info  # whole process incl. interpreter start; typically ~0.6 s
