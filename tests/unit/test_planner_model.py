@@ -8,8 +8,7 @@ import pytest
 from harness.errors import ConfigError
 from harness.planner import calibration as C
 from harness.planner import fitting as F
-from harness.planner import rcp
-from harness.planner import report
+from harness.planner import rcp, report
 from harness.planner import search as S
 
 ROWS = C.published()
