@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from harness import launch
+from harness import launch, resume
 from harness.errors import ConfigError, HarnessError
 from harness.mllog import MLLog
 from harness.progress import Progress, read_events
@@ -66,10 +68,12 @@ class _Collector:
             log.close()
         res = summarize(plan, returncode)
         if "run_start" in keys:
-            target = writer.claim_result(
-                Path(plan.log_path),
-                writer.result_dir(self.root, plan.submission.org, plan.submission.system, plan.benchmark),
-            )
+            folder = writer.result_dir(self.root, plan.submission.org, plan.submission.system, plan.benchmark)
+            replaces = resume.replaces_result(plan)  # a resumed run keeps its aborted attempt's number
+            if replaces is not None and replaces.parent.resolve() == folder.resolve():
+                target = writer.replace_result(Path(plan.log_path), replaces)
+            else:
+                target = writer.claim_result(Path(plan.log_path), folder)
             res.result_file = str(target)
         self.results[plan.run_index] = res
 
@@ -105,6 +109,7 @@ def execute(
     progress = Progress(len(plans), quiet=quiet)
     collector = _Collector(resolved, results_dir, progress)
     launcher = launch.get(resolved.launcher, apply_tuning=apply_tuning)
+    old_term = _sigterm_as_interrupt()
     try:
         launcher.run(plans, resolved.system, resolved.definition.entrypoint, collector)
     except KeyboardInterrupt:
@@ -116,7 +121,21 @@ def execute(
         raise
     finally:
         progress.stop()
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
     return [collector.results[i] for i in sorted(collector.results)]
+
+
+def _sigterm_as_interrupt():
+    """SIGTERM to `mlperf run` (kill, scancel, a CI timeout) takes the Ctrl-C path: the runs are
+    stopped at a step boundary, logged aborted and claimed, instead of orphaned mid-run."""
+
+    def _raise(signum, frame):
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _raise)
 
 
 def as_dict(r: RunResult) -> dict:

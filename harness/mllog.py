@@ -23,6 +23,8 @@ from mlperf_logging.mllog import constants as C
 from harness import __version__
 
 _ids = itertools.count()
+# mlperf-logging 4.1.68 exposes the class only as mllog.mllog.MLLogger (not mllog.MLLogger).
+_MLLogger = getattr(mllog, "MLLogger", None) or mllog.mllog.MLLogger
 
 
 class MLLog:
@@ -39,20 +41,31 @@ class MLLog:
                 logger.addHandler(logging.StreamHandler())
             self._logger = logger
             # stack_offset 2: metadata.file/lineno name the training code that called us.
-            self._ml = mllog.MLLogger(logger=logger, default_stack_offset=2)
+            self._ml = _MLLogger(logger=logger, default_stack_offset=2)
         self.run_started = self.run_stopped = False
+        self._resume: dict | None = None
+
+    def resume(self, record: dict) -> None:
+        """Continue the log of an interrupted run (`mlperf run --resume`): its prologue and
+        run_start are already in the file, so everything this process logs before `run_start()`
+        is dropped, and `run_start()` writes one `harness_resumed` event instead (value: the
+        checkpoint step). run_start keeps the original time, so time-to-train includes the loss."""
+        self._resume = dict(record)
+
+    def _muted(self) -> bool:
+        return self._resume is not None and not self.run_started
 
     # ---- raw events ---------------------------------------------------------------------
     def event(self, key: str, value: Any = None, metadata: dict | None = None, time_ms: int | None = None):
-        if self.enabled:
+        if self.enabled and not self._muted():
             self._ml.event(key=key, value=value, metadata=metadata, time_ms=time_ms)
 
     def start(self, key: str, value: Any = None, metadata: dict | None = None, time_ms: int | None = None):
-        if self.enabled:
+        if self.enabled and not self._muted():
             self._ml.start(key=key, value=value, metadata=metadata, time_ms=time_ms)
 
     def end(self, key: str, value: Any = None, metadata: dict | None = None, time_ms: int | None = None):
-        if self.enabled:
+        if self.enabled and not self._muted():
             self._ml.end(key=key, value=value, metadata=metadata, time_ms=time_ms)
 
     # ---- the fixed prologue -------------------------------------------------------------
@@ -77,6 +90,23 @@ class MLLog:
         self.end(C.INIT_STOP)
 
     def run_start(self):
+        if self._resume is not None:
+            r = self._resume
+            now = now_ms()
+            lost = now - r["interrupted_ms"] if r.get("interrupted_ms") else None
+            self.run_started = True
+            self.event(
+                "harness_resumed",
+                r.get("checkpoint_step"),
+                {
+                    "checkpoint": r.get("checkpoint"),
+                    "interrupted_ms": r.get("interrupted_ms"),
+                    "lost_ms": lost,
+                    "discarded_keys": r.get("discarded_keys", []),
+                    "discarded_file": r.get("discarded_file"),
+                },
+            )
+            return
         self.start(C.RUN_START)
         self.run_started = True
 

@@ -47,6 +47,14 @@ SCHEMA_VERSION = 1
 @click.option(
     "--dry-run", is_flag=True, help="Print the resolved config, layout and launch command; run nothing."
 )
+@click.option(
+    "--resume",
+    "resume_dir",
+    metavar="RUN_DIR",
+    type=click.Path(file_okay=False),
+    help="Continue an interrupted run (results/runs/<bench>/<system>/<id>) from its last good "
+    "checkpoint; same plan, same log, same result number.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def run(
     benchmark,
@@ -62,14 +70,21 @@ def run(
     apply_tuning,
     dry_run,
     as_json,
+    resume_dir=None,
 ):
     """Run BENCHMARK's reference implementation on a system and write MLPerf logs into RESULTS_DIR
     as an official submission tree."""
     from harness import runner
 
-    resolved = runner.resolve(
-        benchmark, system, size, runs, seed, results_dir, sets, nproc_per_node, data_dir, launcher
-    )
+    if resume_dir:
+        from harness import resume
+
+        resolved = resume.resolve(resume_dir, benchmark, launcher, apply=not dry_run)
+        results_dir = str(resume.results_root(Path(resume_dir)))
+    else:
+        resolved = runner.resolve(
+            benchmark, system, size, runs, seed, results_dir, sets, nproc_per_node, data_dir, launcher
+        )
     if dry_run:
         from harness.commands.run_show import show_dry_run
 

@@ -66,3 +66,14 @@ def claim_result(log_path: Path, folder: Path) -> Path:
             except FileExistsError:
                 taken.add(i)  # another process claimed it first; try the next
         i += 1
+
+
+def replace_result(log_path: Path, target: Path) -> Path:
+    """Atomically point an existing result_<i>.txt at a new log (a resumed run takes over the
+    number its interrupted attempt claimed: no renumbering, no second result for one run)."""
+    target = Path(target)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.link")
+    tmp.unlink(missing_ok=True)
+    os.link(log_path, tmp)
+    os.replace(tmp, target)
+    return target

@@ -83,6 +83,11 @@ def start(plan_path: str | Path, init_process_group: bool = True) -> Runtime:
     rt = Runtime(plan=plan, rank=rank, world_size=world, local_rank=local_rank, device=device,
                  log=MLLog(plan.log_path if rank == 0 else None, rank))
 
+    if plan.resume_from:  # `mlperf run --resume`: continue the log, no second prologue
+        from harness.resume import marker
+
+        rt.log.resume(marker(plan))
+
     def _on_signal(signum, _frame):
         rt.stop_requested = True
         rt.signal_received = signum

@@ -1,0 +1,41 @@
+"""`mlperf run` with the toy entry (tests/toy_train.py) in place of the benchmark's reference code.
+
+    python -m tests.toy_run RESULTS_DIR [--resume RUN_DIR]
+
+The same path as harness/commands/run.py (runner.resolve / resume.resolve -> execute -> claim),
+minus data preparation; exit 0 success, 3 not reached, 130 interrupted, like the CLI. Prints one
+JSON line with the run results.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str]) -> int:
+    from harness import execute, resume, runner
+    from harness.errors import HarnessError
+
+    results = Path(argv[0])
+    try:
+        if len(argv) > 2 and argv[1] == "--resume":
+            r = resume.resolve(argv[2], "gpt3")
+        else:
+            r = runner.resolve("gpt3", "cpu-local", "tiny", runs=1, seed=7, results_dir=results)
+        r.definition = r.definition.model_copy(update={"entrypoint": "tests.toy_train"})
+        execute.prepare = lambda plans, system: None
+        out = execute.execute(r, results, quiet=True)
+    except KeyboardInterrupt:
+        print(json.dumps({"interrupted": True}), flush=True)
+        return 130
+    except HarnessError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
+    print(json.dumps([execute.as_dict(x) for x in out]), flush=True)
+    return 0 if all(x.status == "success" for x in out) else 3
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

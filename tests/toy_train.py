@@ -1,0 +1,128 @@
+"""A toy reference implementation for harness tests: `python -m tests.toy_train --plan plan.json`.
+
+It follows the contract of NOTES.md with a real (tiny) torch model so that the harness's signal,
+checkpoint/resume, log and diagnose paths can be tested without a benchmark's cost. Knobs, from
+the environment (set by the tests):
+    TOY_STEPS=N            steps to train (default 60); success at the end
+    TOY_STEP_S=s           sleep per step (default 0.02)
+    TOY_DATA_WAIT_S=s      extra sleep inside the data fetch (a throttled loader)
+    TOY_STALL_EVERY=k      every k-th step stalls for TOY_STALL_S seconds (network congestion)
+    TOY_LR=x               learning rate (default 0.05; 5.0 diverges)
+    TOY_CKPT_EVERY=k       checkpoint every k steps (0: never), at block boundaries
+    TOY_READY_FILE=path    touched after run_start (the test then sends its signal)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+
+def _env(name, default, cast=float):
+    return cast(os.environ.get(name, default))
+
+
+def main(plan_path: str) -> int:
+    import torch
+
+    from harness.train import checkpoint, runtime
+
+    rt = runtime.start(plan_path)
+    plan, log = rt.plan, rt.log
+    (Path(plan.run_dir) / "toy.pid").write_text(str(os.getpid()))
+    steps, step_s = _env("TOY_STEPS", 60, int), _env("TOY_STEP_S", 0.02)
+    wait_s, stall_every = _env("TOY_DATA_WAIT_S", 0.0), _env("TOY_STALL_EVERY", 0, int)
+    stall_s, lr, every = _env("TOY_STALL_S", 0.3), _env("TOY_LR", 0.05), _env("TOY_CKPT_EVERY", 0, int)
+    block = 5
+    log.header(plan, {"global_batch_size": 8, "opt_base_learning_rate": lr})
+    torch.manual_seed(plan.seed)
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    ck = checkpoint.Checkpointer(Path(plan.run_dir) / "checkpoints")
+    step = 0
+    if plan.resume_from:
+        state, manifest = ck.load(Path(plan.resume_from))
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        checkpoint.restore_rng(state["rng"])
+        step = manifest["meta"]["step"]
+    log.init_stop()
+    log.run_start()
+    timings = open(Path(plan.run_dir) / "timings.jsonl", "a")  # noqa: SIM115
+    seen = open(Path(plan.run_dir) / "seen.txt", "a")  # noqa: SIM115 - data positions consumed
+    ready = os.environ.get("TOY_READY_FILE")
+    success = False
+    try:
+        while step < steps and not rt.stop_requested:
+            log.start("block_start", metadata={"first_epoch_num": step, "epoch_count": block})
+            for _ in range(block):
+                t0 = time.perf_counter()
+                g = torch.Generator().manual_seed(step)
+                x = torch.randn(8, 4, generator=g)
+                if wait_s:
+                    time.sleep(wait_s)
+                t1 = time.perf_counter()
+                loss = ((model(x) - x.sum(1, keepdim=True)) ** 2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                time.sleep(step_s)
+                if stall_every and (step + 1) % stall_every == 0:
+                    time.sleep(stall_s)
+                step += 1
+                seen.write(f"{step}\n")
+                seen.flush()
+                dt = time.perf_counter() - t0
+                rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+                timings.write(
+                    json.dumps(
+                        {
+                            "step": step,
+                            "step_time_s": dt,
+                            "data_wait_s": t1 - t0,
+                            "samples_per_s": 8 / dt,
+                            "loss": loss.item(),
+                            "max_rss_mb": rss,
+                        }
+                    )
+                    + "\n"
+                )
+                timings.flush()
+                if ready and step >= 3:
+                    Path(ready).touch()
+                if rt.stop_requested:
+                    break
+            log.end("block_stop", metadata={"first_epoch_num": step - block, "epoch_count": block})
+            if rt.stop_requested:
+                break
+            log.start("eval_start", metadata={"epoch_num": step})
+            log.event("eval_accuracy", float(loss.item()), metadata={"epoch_num": step})
+            log.end("eval_stop", metadata={"epoch_num": step})
+            if every and step % every == 0:
+                size = Path(plan.log_path).stat().st_size if rt.is_rank0 else None
+                ck.save(
+                    step,
+                    {
+                        "model": model.state_dict(),
+                        "optimizer": opt.state_dict(),
+                        "rng": checkpoint.capture_rng(),
+                    },
+                    meta={"step": step, "log_offset": size},
+                )
+        success = step >= steps and not rt.stop_requested
+    finally:
+        timings.close()
+        seen.close()
+        rc = rt.finish(success)
+    return rc
+
+
+if __name__ == "__main__":
+    from harness.train.entry import main as entry_main
+
+    entry_main(main)
+    sys.exit(0)
