@@ -129,7 +129,7 @@ class SlurmLauncher:
                 jobs[job_id] = plan
                 _status(monitor, plan, f"slurm job {job_id} submitted")
             self._follow(jobs, monitor)
-        except KeyboardInterrupt:
+        except BaseException:  # Ctrl-C above all, but no error of ours may leave jobs running
             cancel(list(jobs))
             raise
 

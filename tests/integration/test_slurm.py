@@ -265,3 +265,42 @@ def test_shell_metacharacters_are_refused(slurm, mlperf, tmp_path):
         _one_line_error(r, "launcher.env.NCCL_DEBUG", "metacharacter")
     assert not canary.exists()
     assert not list((tmp_path / "results").glob("runs/*/*/*/job.sbatch"))
+
+
+class _Recorder:
+    def __init__(self):
+        self.polls, self.done, self.notes = 0, {}, []
+
+    def poll(self, plan):
+        self.polls += 1
+
+    def finished(self, plan, returncode):
+        self.done[plan.run_index] = returncode
+
+    def status(self, plan, text):
+        self.notes.append((plan.run_index, text))
+
+
+def test_runs_are_jobs_with_their_own_plans(slurm, tmp_path):
+    """--runs 2 -> two jobs, one plan/seed each, every end reported (a fast torch-free entry)."""
+    from harness import runner
+    from harness.launch import get
+
+    r = runner.resolve("gpt3", "cpu-slurm", runs=2, seed=100, results_dir=tmp_path)
+    plans = [
+        p if p.run_index != 1 else p.model_copy(update={"config": {**p.config, "global_batch_size": 13}})
+        for p in r.plans
+    ]
+    runner.write_plans(plans)
+    rec = _Recorder()
+    get("slurm", apply_tuning=False).run(plans, r.system, "tests.integration.slurm_entry", rec)
+    assert rec.done[0] == 0 and rec.done[1] != 0, rec.done  # torchrun maps 3 to 1
+    job_ids = {(Path(p.run_dir) / "slurm_job_id").read_text() for p in plans}
+    assert len(job_ids) == 2
+    for p in plans:
+        ev = {e["key"]: e for e in _events(Path(p.log_path))}
+        assert ev["seed"]["value"] == 100 + p.run_index
+        assert ev["harness_world"]["value"] == 2  # torchrun started 2 ranks; only rank 0 logged
+        assert ev["harness_world"]["metadata"]["cache_cleared_env"] == "0"
+        assert (Path(p.run_dir) / "job.sbatch").exists()
+    assert any("running" in t for _, t in rec.notes) or any("completed" in t for _, t in rec.notes)
