@@ -32,6 +32,7 @@ MEAN_DOC_LEN = 256
 SOURCE_SEED = 20240501
 TRAIN_PREFIXES = ("c4_synth_train_00", "c4_synth_train_01")
 VALID_PREFIX = "c4_synth_validation"
+TRAIN_SEQUENCES = 40_000  # the tiny train_samples_cap; ~12x what a run to the target reads
 # Full size: NVIDIA's preprocessed C4 (`dataset_c4_spm.tar`) prefixes, as the reference blends them.
 FULL_TRAIN_PREFIXES = ("c4_en_6_c4_spm_text_document", "c4_en_7_c4_spm_text_document")
 FULL_VALID_PREFIX = "c4_en_validation_subset_c4_spm_text_document"
@@ -111,11 +112,14 @@ def write_indexed(prefix: Path, docs: list[np.ndarray]) -> None:
 
 
 def tiny_shard_tokens(cfg) -> dict[str, int]:
-    """Tokens per shard: training shards hold what a capped run can draw (so it never repeats an
-    epoch), the validation shard exactly `eval_samples` sequences (+1 token for the last label)."""
+    """Tokens per shard: the two training shards together hold TRAIN_SEQUENCES sequences (a run
+    that needs more goes round another shuffled epoch, as megatron does), the validation shard
+    exactly `eval_samples` sequences (+1 token for the last label)."""
     seq = cfg.max_sequence_length
-    train = math.ceil(cfg.train_samples_cap * seq / len(TRAIN_PREFIXES))
-    return {"train": train, "valid": cfg.eval_samples * seq + 1}
+    return {
+        "train": math.ceil(TRAIN_SEQUENCES * seq / len(TRAIN_PREFIXES)),
+        "valid": cfg.eval_samples * seq + 1,
+    }
 
 
 def generate_tiny(data_dir: Path, cfg) -> dict:

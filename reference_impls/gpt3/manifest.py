@@ -28,7 +28,6 @@ FORMAT = "mlperf-harness/gpt3-tiny/1"
 DATA_FIELDS = (
     "max_sequence_length",
     "vocab_size",
-    "train_samples_cap",
     "eval_samples",
     "num_layers",
     "hidden_size",

@@ -21,6 +21,7 @@ from pathlib import Path
 from harness.errors import ConfigError
 from harness.plan import RunPlan
 from reference_impls.gpt3 import manifest
+from reference_impls.gpt3.data import TRAIN_SEQUENCES
 
 PRETRAIN_SEED = 4000  # data order and init of the checkpoint run
 # Peak LR of the checkpoint's pretraining (the reference checkpoint too was trained with its own
@@ -47,6 +48,7 @@ def pretrain_config(plan: RunPlan):
         global_batch_size=values["reference_global_batch_size"],
         micro_batch_size=values["reference_global_batch_size"],
         opt_base_learning_rate=PRETRAIN_LR,
+        train_samples_cap=TRAIN_SEQUENCES,
     )
     module, cls = plan.config_class.split(":")
     import importlib

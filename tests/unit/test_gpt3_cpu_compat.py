@@ -1,0 +1,91 @@
+"""The megatron-core CPU layer: maps torch.cuda uses to the CPU, and is a no-op with CUDA.
+
+Each case runs in a fresh interpreter: enable() patches torch process-wide."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _py(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", textwrap.dedent(code)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_enable_maps_cuda_to_cpu_and_is_idempotent():
+    r = _py("""
+        import torch
+        from reference_impls.gpt3 import cpu_compat
+        assert not torch.cuda.is_available()
+        assert cpu_compat.enable() > 0 and cpu_compat.enable() == 0 and cpu_compat.is_enabled()
+        assert torch.cuda.current_device() == "cpu"
+        assert torch.zeros(2, device="cuda").device.type == "cpu"
+        assert torch.ones(1).cuda().device.type == "cpu"
+        torch.cuda.synchronize()
+        import megatron.core.optimizer.optimizer as mopt
+        p = torch.nn.Parameter(torch.ones(4)); p.grad = torch.full((4,), 2.0)
+        mopt.clip_grad_by_total_norm_fp32([p], max_norm=1.0, total_norm=4.0)
+        assert torch.allclose(p.grad, torch.full((4,), 0.5), atol=1e-5)
+    """)
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+def test_noop_when_cuda_is_available():
+    r = _py("""
+        import torch
+        torch.cuda.is_available = lambda: True
+        before = torch.cuda.current_device
+        from reference_impls.gpt3 import cpu_compat
+        assert cpu_compat.enable() == 0 and not cpu_compat.is_enabled()
+        assert torch.cuda.current_device is before
+        from torch.overrides import _get_current_function_mode_stack
+        assert not _get_current_function_mode_stack()
+    """)
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+def test_gptmodel_checkpoint_round_trip_and_schedule_continuation():
+    r = _py("""
+        import os, torch, torch.distributed as dist
+        from benchmarks.gpt3.config import Gpt3Config
+        from harness.layout import Layout
+        from reference_impls.gpt3 import model as gm, train
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(20000 + os.getpid() % 20000))
+        dist.init_process_group("gloo", rank=0, world_size=1)
+        cfg = Gpt3Config(num_layers=2, hidden_size=32, num_attention_heads=4, ffn_hidden_size=64,
+                         max_sequence_length=16, vocab_size=64, global_batch_size=4, micro_batch_size=4,
+                         opt_base_learning_rate=1e-2, reference_global_batch_size=4, reference_warmup_steps=3,
+                         reference_decay_steps=20, reference_checkpoint_step=5, precision="fp32")
+        lay = Layout(nodes=1, procs_per_node=1, world_size=1, tp=1, pp=1, vp=1, cp=1, dp=1,
+                     micro_batch_size=4, global_batch_size=4, grad_accum=1)
+        train.init_parallel(lay, 1)
+        m, o, s, t = gm.build(cfg, lay, "cpu")
+        st = train.Stepper(m, o, s, t, cfg, lay, "cpu")
+        tok = torch.randint(0, 64, (4, 16), generator=torch.Generator().manual_seed(0))
+        b = {"tokens": tok, "labels": tok.roll(-1, 1), "loss_mask": torch.ones(4, 16),
+             "position_ids": torch.arange(16).expand(4, 16)}
+        for _ in range(3):
+            st.train_step([b])
+        state = gm.tiny_state(m, o, 3, 12)
+        m2, o2, s2, _ = gm.build(cfg, lay, "cpu")
+        gm.load_tiny_state(m2, o2, state)
+        for (n1, p1), (n2, p2) in zip(m[0].module.named_parameters(), m2[0].module.named_parameters()):
+            assert n1 == n2 and torch.equal(p1, p2), n1
+        assert gm.tiny_state(m2, o2, 3, 12)["adam"].keys() == state["adam"].keys()
+        for step in (0, 2, 5, 11, 20, 30):
+            gm.set_schedule_step(s2, step)
+            want = gm.cosine_lr(step, 1e-2, 1e-3, 3, 20)
+            assert abs(o2.param_groups[0]["lr"] - want) < 1e-9, (step, o2.param_groups[0]["lr"], want)
+        train._teardown()
+    """)
+    assert r.returncode == 0, r.stderr[-3000:]
