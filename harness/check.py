@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import re
+import stat
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -175,6 +176,19 @@ def check_log(
     path = os.fspath(path)
     display = display or path
     t0 = time.perf_counter()
+    if _special(path):
+        res = LogResult(path=display, rules="", passed=False)
+        res.findings.append(
+            Finding(
+                display,
+                None,
+                "harness",
+                "error",
+                "not a regular file (a FIFO, socket or device)",
+                "replace it with the log file",
+            )
+        )
+        return _done(res, t0)
     scan = _scan(path)
     config, tiny = rules_for(scan, ruleset)
     res = LogResult(path=display, rules=config, passed=False, tiny=tiny)
@@ -567,9 +581,19 @@ def log_files(folder: str) -> list[str]:
     for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for fn in sorted(filenames):
-            if fn.endswith(LOG_SUFFIXES) and not fn.startswith("."):
-                out.append(os.path.join(dirpath, fn))
+            p = os.path.join(dirpath, fn)
+            if fn.endswith(LOG_SUFFIXES) and not fn.startswith(".") and not _special(p):
+                out.append(p)
     return out
+
+
+def _special(path: str) -> bool:
+    """A FIFO, socket or device (opening it could block forever); broken/looping links are not
+    special: reading them fails, which is reported."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def has_mllog(path: str) -> bool:
@@ -615,6 +639,10 @@ def check_path(path: str | os.PathLike, ruleset: str = DEFAULT_RULESET) -> Repor
     validate_ruleset(ruleset)
     if not os.path.lexists(raw):
         raise ConfigError(f"no such file or directory: {raw}")
+    if not os.path.isdir(raw) and _special(raw):
+        raise ConfigError(
+            f"{raw} is not a regular file (a FIFO, socket or device); give a log file or a folder"
+        )
     t0 = time.perf_counter()
     if os.path.isdir(raw):
         from harness import check_tree

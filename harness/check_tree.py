@@ -39,6 +39,7 @@ from harness.check import (
     LogResult,
     Report,
     _rel,
+    _special,
     captured_official_output,
     check_log,
     log_files,
@@ -306,6 +307,19 @@ def check_result_dir(
 
     desc, problem = _load_system(org, system)
     exclude = set()
+    for name in sorted(os.listdir(result_dir)):
+        if _special(os.path.join(result_dir, name)):  # a FIFO would block the official tools forever
+            exclude.add(name)
+            findings.append(
+                Finding(
+                    _rel(os.path.join(result_dir, name), base),
+                    None,
+                    "harness",
+                    "error",
+                    "not a regular file (a FIFO, socket or device): not given to the package checker",
+                    "replace it with the log file",
+                )
+            )
     for f in files:
         n = _has_long_line(f)
         if n:

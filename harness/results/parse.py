@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 from dataclasses import dataclass, field
 
 TOKEN = ":::MLLOG "
@@ -162,6 +163,12 @@ def read_run(path: str | os.PathLike) -> Run:
     """Read one result log. Never raises: problems are recorded on the Run."""
     path = os.fspath(path)
     run = Run(path=path)
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or device could block forever
+            run.problems.append("not a regular file (a FIFO, socket or device)")
+            return run
+    except OSError:
+        pass  # reported by open() below with its reason
     done = False  # both run_start and run_stop seen: time-to-train is fixed
     try:
         for n, _idx, text in iter_mllog(path):
