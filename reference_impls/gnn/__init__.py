@@ -1,0 +1,1 @@
+"""R-GAT on IGBH: the GNN reference implementation (see README.md)."""
