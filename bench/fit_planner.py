@@ -29,7 +29,15 @@ def write(k: dict, rows, med: float, p90: float) -> None:
     text = path.read_text()
     head = text[: text.index("fitted:")]
     lines = ["fitted:"]
-    for key in ("mfu", "step_overhead_s", "dp_overlap", "eval_overhead_s", "gather_eff", "family"):
+    for key in (
+        "mfu",
+        "step_overhead_s",
+        "dp_overlap",
+        "eval_overhead_s",
+        "tp_exposed_no_overlap",
+        "gather_eff",
+        "family",
+    ):
         v = k[key]
         if isinstance(v, dict):
             inner = ", ".join(f"{s}: {x:.6g}" for s, x in v.items())

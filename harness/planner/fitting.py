@@ -18,7 +18,8 @@ from harness.planner import calibration as C
 
 # (key, sub-key or None, start, low, high)
 PARAMS: tuple[tuple[str, str | None, float, float, float], ...] = (
-    ("mfu", "gpt3+llama2_70b_lora", 0.42, 0.05, 1.0),  # one FP8 transformer efficiency for both
+    ("mfu", "gpt3", 0.42, 0.05, 1.0),
+    ("mfu", "llama2_70b_lora", 0.42, 0.05, 1.0),
     ("mfu", "gnn", 0.1, 1e-3, 1.0),
     ("mfu", "stable_diffusion", 0.3, 0.02, 1.0),
     ("step_overhead_s", "gpt3", 0.05, 1e-4, 5.0),
@@ -26,7 +27,8 @@ PARAMS: tuple[tuple[str, str | None, float, float, float], ...] = (
     ("step_overhead_s", "gnn", 0.045, 1e-4, 1.0),
     ("step_overhead_s", "stable_diffusion", 0.02, 1e-4, 1.0),
     ("dp_overlap", None, 0.5, 0.0, 1.0),
-    ("eval_overhead_s", None, 0.5, 0.0, 10.0),
+    ("eval_overhead_s", "gpt3+llama2_70b_lora", 0.5, 1e-3, 10.0),
+    ("tp_exposed_no_overlap", None, 1.0, 0.2, 1.0),
     ("gather_eff", None, 0.5, 0.01, 1.0),
     ("family", "ada", 0.7, 0.1, 2.0),
 )

@@ -4,7 +4,8 @@
               eff_mb = tokens / (tokens + tokens_half): small per-rank microbatches run GEMMs less well
     tp        sequence-parallel all-gathers/reduce-scatters: 8 per layer per microbatch (4 forward,
               4 backward) of tokens x hidden x 2 B x (TP-1)/TP over the NVLink domain; the exposed
-              part is `tp_exposed` of it with TP/GEMM overlap (userbuffers), all of it without
+              part is `tp_exposed` of it with TP/GEMM overlap (userbuffers), `tp_exposed_no_overlap`
+              without (NCCL streams still overlap some of it with independent work)
     cp        K/V exchange of context parallelism (ring attention), exposed like TP
     bubble    compute x (PP-1) / (GA x VP)   (interleaved 1F1B, Narayanan et al. 2021), plus the
               exposed part of the stage-to-stage sends (2 x GA x VP per step)
@@ -17,7 +18,8 @@
               (NVLink), from other nodes (NIC) or from host memory (PCIe), at `gather_eff` of the link
     overhead  fixed per step (`step_overhead_s[bench]`: optimizer, launches, host syncs)
     eval      the benchmark's evaluations at its cadence, forward only (gpt3, llama2, gnn; SD is untimed),
-              each also paying `eval_overhead_s` (mode switch, metric all-reduce, logging)
+              each also paying `eval_overhead_s[bench]` (mode switch, metric all-reduce, logging; gnn
+              evaluates overlapped with training in NVIDIA's implementation, so 0 there)
 Samples to converge = the RCP mean at this GBS (harness.planner.rcp), so larger batches pay for
 the extra samples they need.
 """
@@ -72,7 +74,7 @@ def _transformer_step(w, c, hw, k, rate, world):
     eff_mb = tokens / (tokens + k["tokens_half"])
     extra = w.recompute[c.recompute].extra_compute
     compute = c.gbs * w.flops_per_sample * (1 + extra) / world / (rate * eff_mb)
-    exposed = k["tp_exposed"] if c.tp_comm_overlap else 1.0
+    exposed = k["tp_exposed"] if c.tp_comm_overlap else k["tp_exposed_no_overlap"]
     layer_mbs = w.layers / c.pp * ga
     intra = hw.intra_gbs * 1e9 * k["coll_eff"]
     tp = 0.0
@@ -137,7 +139,7 @@ def eval_seconds(w: W.Workload, c: Candidate, hw, k: dict, samples: float) -> fl
     n, per_eval = W.n_evals(w, samples, c.gbs)
     if not n:
         return 0.0
-    return n * k["eval_overhead_s"] + _eval_work(w, c, hw, k, n, per_eval)
+    return n * k["eval_overhead_s"].get(w.name, 0.0) + _eval_work(w, c, hw, k, n, per_eval)
 
 
 def _eval_work(w, c, hw, k, n, per_eval):
