@@ -166,3 +166,22 @@ def test_bad_input_corpus_cli(tmp_path):
         assert not by_file[name]["passed"] and by_file[name]["findings"], name
     msgs = json.dumps(doc)
     assert "Too many levels of symbolic links" in msgs and "quadratic" in msgs
+
+
+TINY_TREE = REPO / "tests" / "data" / "tiny_tree"
+
+
+def test_tree_from_our_tiny_runs_passes_and_scores(tmp_path):
+    org = tmp_path / "MyOrg"
+    shutil.copytree(TINY_TREE / "MyOrg", org)
+    rep = check_path(org)
+    assert rep.passed, [f.one_line() for f in rep.all_findings()]
+    assert rep.exit_code == 0 and len(rep.logs) == 3
+    assert all(r.tiny and r.rules.endswith("tiny_common.yaml") for r in rep.logs)
+    (pkg,) = [t for t in rep.tools if t["tool"] == "package checker"]
+    assert pkg["passed"] and pkg["division"] == "open" and pkg["rcp"] is None  # open: no seed/RCP checks
+    from harness.results.score import score_tree
+
+    (row,) = score_tree(org)
+    assert row["runs"] == 3 and row["tiny"] and row["division"] == "open"
+    assert row["score_min"] == sorted(row["run_minutes"])[1]
