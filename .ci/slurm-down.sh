@@ -15,5 +15,6 @@ for p in "$STATE"/run/slurmd.pid "$STATE"/run/slurmctld.pid /run/munge/munged.pi
   alive "$pid" && { echo "pid $pid ($p) still alive, sending SIGKILL"; kill -9 "$pid"; }
 done
 # 3) remove state and generated config
+[ -e "$STATE/run/cgroup.conf.ours" ] && rm -f /etc/slurm/cgroup.conf
 rm -rf "$STATE" /etc/slurm/slurm.conf /etc/slurm/gres.conf
 exit 0

@@ -14,8 +14,8 @@ STATE=${SLURM_CI_STATE:-/tmp/slurm-ci}
 MEM=$(( $(awk '/MemTotal/{print $2}' /proc/meminfo) / 1024 - 1024 ))   # MiB, 1 GiB headroom
 
 # --- packages (skipped when installed) --------------------------------------
-if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null \
-   || ! command -v sbatch >/dev/null || ! command -v munged >/dev/null; then
+if [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/slurmd ] || [ ! -x /usr/sbin/munged ] \
+   || ! command -v sbatch >/dev/null; then
   [ "${SLURM_CI_NO_INSTALL:-0}" = 1 ] && { echo "slurm-up: Slurm/munge not installed" >&2; exit 1; }
   [ "$(id -u)" = 0 ] || { echo "slurm-up: must run as root to install Slurm" >&2; exit 1; }
   export DEBIAN_FRONTEND=noninteractive
@@ -25,8 +25,13 @@ fi
 [ "$(id -u)" = 0 ] || { echo "slurm-up: must run as root (slurmd starts tasks as the submitter)" >&2; exit 1; }
 
 # --- already up? --------------------------------------------------------------
-if [ -s "$STATE/run/slurmctld.pid" ] && [ "$(sinfo -h -N -o %t 2>/dev/null || true)" = idle ]; then
-  exit 0
+case "$(sinfo -h -N -o %t 2>/dev/null || true)" in
+  idle|alloc|mix|comp) [ -s "$STATE/run/slurmctld.pid" ] && exit 0 ;;
+esac
+if [ -s /etc/slurm/slurm.conf ] && ! grep -q '^ClusterName=ci$' /etc/slurm/slurm.conf \
+   && [ "${SLURM_CI_FORCE:-0}" != 1 ]; then
+  echo "slurm-up: /etc/slurm/slurm.conf belongs to another cluster; not replacing it (SLURM_CI_FORCE=1 to do so)" >&2
+  exit 1
 fi
 mkdir -p "$STATE"/ctld "$STATE"/slurmd "$STATE"/log "$STATE"/run /etc/slurm
 
@@ -87,6 +92,14 @@ SlurmdPort=6818
 NodeName=${HOST} NodeAddr=127.0.0.1 CPUs=${CPUS} Sockets=1 CoresPerSocket=${CPUS} ThreadsPerCore=1 RealMemory=${MEM}${EXTRA_NODE} State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
+
+# cgroup-v2-only hosts (container runners): slurmd 22.05 autodetects cgroup/v2 and dies when it
+# cannot reach systemd over dbus. Untested here (this recipe was verified on hybrid v1 hosts); the
+# documented development setting lets it build its own hierarchy instead.
+if [ "$(stat -fc %T /sys/fs/cgroup 2>/dev/null)" = cgroup2fs ] && [ ! -e /etc/slurm/cgroup.conf ]; then
+  printf 'CgroupPlugin=cgroup/v2\nIgnoreSystemdOnFailure=yes\n' > /etc/slurm/cgroup.conf
+  touch "$STATE/run/cgroup.conf.ours"
+fi
 
 # --- daemons (daemon mode: they fork and write pid files) ------------------
 /usr/sbin/slurmctld -c      # -c: do not recover jobs/state from an earlier run
