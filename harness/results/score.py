@@ -41,26 +41,40 @@ __all__ = [
     "RUNS_PER_RESULT",
 ]
 
-# mlperf_logging.benchmark_meta (training): exact number of result files per benchmark.
+# mlperf_logging.benchmark_meta (training): exact number of result files per benchmark
+# (the v4.0 four here; other rounds' benchmarks are looked up there).
 RUNS_PER_RESULT = {"gpt3": 3, "llama2_70b_lora": 10, "gnn": 10, "stable_diffusion": 10}
-MAX_DROPPED = 1  # 4 for unet3d, not a v4.0 benchmark
+MAX_DROPPED = 1  # runs dropped at each end of the olympic mean...
+MAX_DROPPED_BY_BENCHMARK = {"unet3d": 4}  # ...except unet3d (40 runs), as in the summarizer
 
 
-def olympic_mean(values: Iterable[float | None]) -> float:
+def runs_per_result(benchmark: str | None) -> int | None:
+    if benchmark in RUNS_PER_RESULT:
+        return RUNS_PER_RESULT[benchmark]
+    try:
+        from mlperf_logging.benchmark_meta import get_result_file_counts
+
+        return get_result_file_counts("training").get(benchmark or "")
+    except Exception:  # noqa: BLE001 - a missing/odd mlperf-logging only loses the count check
+        return None
+
+
+def olympic_mean(values: Iterable[float | None], max_dropped: int = MAX_DROPPED) -> float:
     """Olympic mean of per-run minutes: drop the fastest and the slowest, average the rest.
 
     A value that is None, NaN or infinite is a run that did not converge; one such run is
     allowed and is the dropped slowest. Raises ValueError when more than one run did not
     converge or fewer than 3 runs are given (nothing would be left to average).
+    `max_dropped` is the number dropped at each end (4 for unet3d in older rounds).
     """
     values = list(values)
     scores = [v for v in values if v is not None and math.isfinite(v)]
     dropped = len(values) - len(scores)
-    if dropped > MAX_DROPPED:
-        raise ValueError(f"{dropped} of {len(values)} runs did not converge; at most {MAX_DROPPED} may")
+    if dropped > max_dropped:
+        raise ValueError(f"{dropped} of {len(values)} runs did not converge; at most {max_dropped} may")
     # result_summarizer._compute_olympic_average, verbatim arithmetic
     scores.sort()
-    countable = scores[MAX_DROPPED : len(scores) - (MAX_DROPPED - dropped)]
+    countable = scores[max_dropped : len(scores) - (max_dropped - dropped)]
     if not countable:
         raise ValueError(f"{len(values)} runs are too few for an olympic mean (need at least 3)")
     return sum(countable) * 1.0 / len(countable)
@@ -103,11 +117,11 @@ def score_runs(runs: list[Run], benchmark: str | None = None, scaling_factor: fl
             minutes.append(None)
         else:
             minutes.append(r.minutes)
-    expected = RUNS_PER_RESULT.get(benchmark or "")
+    expected = runs_per_result(benchmark)
     if expected and len(runs) != expected:
         problems.append(f"{len(runs)} result files, {benchmark} needs exactly {expected}")
     try:
-        mean = olympic_mean(minutes)
+        mean = olympic_mean(minutes, MAX_DROPPED_BY_BENCHMARK.get(benchmark or "", MAX_DROPPED))
     except ValueError as e:
         mean = None
         problems.append(f"no valid score: {e}")
@@ -158,13 +172,15 @@ def _int(v) -> int | None:
 def score_result_dir(path: str | os.PathLike, *, with_runs: bool = True) -> dict:
     """Score one `<org>/results/<system>/<benchmark>/` folder. Never raises for its contents."""
     folder = os.path.abspath(os.fspath(path))
-    benchmark = os.path.basename(folder)
+    benchmark = {"mask": "maskrcnn"}.get(
+        os.path.basename(folder), os.path.basename(folder)
+    )  # summarizer alias
     system = os.path.basename(os.path.dirname(folder))
     results = os.path.dirname(os.path.dirname(folder))
     org_dir = os.path.dirname(results) if os.path.basename(results) == "results" else None
     runs = [read_run(f) for f in _result_files(folder)]
     logged = [r.benchmark for r in runs if r.benchmark]
-    if logged and benchmark not in RUNS_PER_RESULT:
+    if logged and runs_per_result(benchmark) is None:
         # a folder named otherwise (e.g. loose logs): go by what the logs say
         benchmark = max(set(logged), key=logged.count)
     desc, sys_problem = _load_system(org_dir, system)
