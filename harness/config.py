@@ -3,7 +3,8 @@
 Precedence, lowest first:
   1. default      the field defaults in benchmarks/<name>/config.py (the reference, full size)
   2. size         benchmarks/<name>/configs/tiny.yaml when --size tiny
-  3. system       benchmarks/<name>/configs/<system>.yaml when its `size:` matches
+  3. system       benchmarks/<name>/configs/<system>.yaml when its `size:` matches, else (full
+                  size) the planner's best layout for the system
   4. --set        key=value from the command line (YAML scalars)
 Values the config computes itself (e.g. gpt3 warmup steps from the batch size) are 'derived'.
 """
@@ -61,7 +62,7 @@ def _config_file(path: Path, size: str) -> dict[str, Any] | None:
 
 
 def resolve(
-    defn: BenchmarkDef, size: str, system_name: str, division: str, overrides: dict[str, Any]
+    defn: BenchmarkDef, size: str, system_name: str, division: str, overrides: dict[str, Any], planner=None
 ) -> tuple[BenchmarkConfig, dict[str, str], list[str]]:
     """(config, provenance, sources) for one benchmark; raises ConfigError on any bad key/value."""
     cls = config_class(defn)
@@ -80,6 +81,10 @@ def resolve(
     if tuned is not None:
         layers.append((f"system:{system_name}", tuned))
         files.append(_rel(sys_file))
+    elif size == "full" and planner is not None:
+        # No config tuned for this system: the planner's best layout (`mlperf plan`) fills the gap.
+        layers.append(("planner", planner(overrides)))
+        files.append(f"`mlperf plan {defn.name} --system {system_name}`")
 
     # --set: unknown keys and fixed closed-division hyperparameters are refused up front.
     for k, v in overrides.items():

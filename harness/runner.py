@@ -64,9 +64,17 @@ def resolve(
         raise ConfigError(f"{defn.name} has no '{size}' size (sizes: {', '.join(defn.sizes)})")
     overrides = config_mod.parse_sets(sets)
     notes: list[str] = []
-    cfg, provenance, sources = config_mod.resolve(defn, size, spec.name, spec.division, overrides)
-    if size == "full" and not any(s.startswith("system:") for s in sources):
-        cfg, provenance, sources = _planned(defn, spec, overrides, cfg, provenance, sources, notes)
+
+    def planner(sets: dict) -> dict:
+        from harness import planner as planner_mod
+
+        notes.append(
+            f"no tuned config for {spec.name}: using the best layout of "
+            f"`mlperf plan {defn.name} --system {spec.name}`"
+        )
+        return planner_mod.best_config(defn.name, spec, sets.get("global_batch_size"))
+
+    cfg, provenance, sources = config_mod.resolve(defn, size, spec.name, spec.division, overrides, planner)
     cls = type(cfg)
     if spec.accelerator.kind == "cpu":
         for key in cls.GPU_ONLY:
@@ -122,31 +130,6 @@ def resolve(
         )
     kind = launch.choose(launcher, spec, lay.world_size)
     return Resolved(plans, spec, defn, sources, kind, notes)
-
-
-def _planned(defn, spec, overrides, cfg, provenance, sources, notes):
-    """No tuned config for this system: take the planner's best layout, and say so."""
-    try:
-        from harness import planner
-    except ImportError:
-        notes.append(f"no tuned config benchmarks/{defn.name}/configs/{spec.name}.yaml; using defaults")
-        return cfg, provenance, sources
-    planned = planner.best_config(defn.name, spec)
-    planned = {k: v for k, v in planned.items() if k not in overrides}
-    merged = {
-        **{k: v for k, v in cfg.model_dump().items() if provenance.get(k) not in ("default", "derived")},
-        **planned,
-        **overrides,
-    }
-    cls = type(cfg)
-    new = cls.model_validate({k: v for k, v in merged.items() if v is not None})
-    prov = dict(provenance)
-    for k in planned:
-        prov[k] = "planner (mlperf plan)"
-    notes.append(
-        f"no tuned config for {spec.name}: using `mlperf plan {defn.name} --system {spec.name}`'s best layout"
-    )
-    return new, prov, sources + ["planner"]
 
 
 def write_plans(plans: list[RunPlan]) -> None:
