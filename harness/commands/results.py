@@ -36,7 +36,15 @@ def _dump(doc):
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Also write one CSV row per result.")
 @click.option("--runs/--no-runs", "with_runs", default=True, help="Include per-run details in --json.")
-def score(path, as_json, csv_path, with_runs):
+@click.option(
+    "--compliance",
+    "ruleset",
+    default=None,
+    metavar="RULESET",
+    help="Also run the compliance checker (e.g. 4.0.0) and drop failing logs, as the official "
+    "summarizer does (slower).",
+)
+def score(path, as_json, csv_path, with_runs, ruleset):
     """Score a result folder, a submitter folder, a submission tree or a published round.
 
     \b
@@ -54,7 +62,11 @@ def score(path, as_json, csv_path, with_runs):
             f"{path} is a file: score takes a result folder (<org>/results/<system>/<benchmark>/) "
             "or a folder above it; for one log use `mlperf check`"
         )
-    rows = score_tree(path, with_runs=with_runs and as_json)
+    if ruleset:
+        from harness.check import validate_ruleset
+
+        validate_ruleset(ruleset)
+    rows = score_tree(path, with_runs=with_runs and as_json, compliance=ruleset)
     if not rows:
         raise ConfigError(f"no result folders (with result_*.txt) under {path}")
     for r in rows:

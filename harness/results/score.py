@@ -169,7 +169,9 @@ def _int(v) -> int | None:
         return None
 
 
-def score_result_dir(path: str | os.PathLike, *, with_runs: bool = True) -> dict:
+def score_result_dir(
+    path: str | os.PathLike, *, with_runs: bool = True, compliance: str | None = None
+) -> dict:
     """Score one `<org>/results/<system>/<benchmark>/` folder. Never raises for its contents."""
     folder = os.path.abspath(os.fspath(path))
     benchmark = {"mask": "maskrcnn"}.get(
@@ -179,6 +181,14 @@ def score_result_dir(path: str | os.PathLike, *, with_runs: bool = True) -> dict
     results = os.path.dirname(os.path.dirname(folder))
     org_dir = os.path.dirname(results) if os.path.basename(results) == "results" else None
     runs = [read_run(f) for f in _result_files(folder)]
+    if compliance:
+        # as the summarizer does: a log failing the compliance checker is dropped (tiny logs get
+        # the tiny rules); harness.check never imports this module at import time
+        from harness.check import check_log
+
+        for r in runs:
+            if r.readable and not check_log(r.path, compliance).passed:
+                r.problems.append(f"fails the {compliance} compliance check (see `mlperf check`): dropped")
     logged = [r.benchmark for r in runs if r.benchmark]
     if logged and runs_per_result(benchmark) is None:
         # a folder named otherwise (e.g. loose logs): go by what the logs say
@@ -245,6 +255,8 @@ def find_result_dirs(root: str | os.PathLike) -> list[str]:
     return found
 
 
-def score_tree(root: str | os.PathLike, *, with_runs: bool = True) -> list[dict]:
+def score_tree(
+    root: str | os.PathLike, *, with_runs: bool = True, compliance: str | None = None
+) -> list[dict]:
     """Score every result folder under a result folder, submitter, submission tree or round."""
-    return [score_result_dir(d, with_runs=with_runs) for d in find_result_dirs(root)]
+    return [score_result_dir(d, with_runs=with_runs, compliance=compliance) for d in find_result_dirs(root)]

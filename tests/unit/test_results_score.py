@@ -249,3 +249,16 @@ def test_differential_against_official_summarizer(tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     official = float(next(csv.DictReader(open(tmp_path / "s.csv")))["gnn"])
     assert score_result_dir(d)["score_min"] == pytest.approx(official, abs=1e-9)
+
+
+@pytest.mark.skipif(not LOGS.exists(), reason="fixture logs not available")
+def test_compliance_option_drops_failing_logs_like_the_summarizer(tmp_path):
+    d = tmp_path / "Org" / "results" / "s" / "gnn"
+    d.mkdir(parents=True)
+    for i in range(9):
+        (d / f"result_{i}.txt").write_bytes((LOGS / "closed_gnn.txt").read_bytes())
+    (d / "result_9.txt").write_bytes((LOGS / "broken_gnn_wrong_optimizer.txt").read_bytes())
+    assert score_result_dir(d)["run_minutes"][9] is not None
+    row = score_result_dir(d, compliance="4.0.0")
+    assert row["run_minutes"][9] is None and row["score_min"] is not None
+    assert any("result_9.txt" in p and "compliance" in p for p in row["problems"])
