@@ -10,6 +10,8 @@ the environment (set by the tests):
     TOY_LR=x               learning rate (default 0.05; 5.0 diverges)
     TOY_CKPT_EVERY=k       checkpoint every k steps (0: never), at block boundaries
     TOY_READY_FILE=path    touched after run_start (the test then sends its signal)
+    TOY_MEM_CAP_MB=m       cap the address space at (current + m) MiB (a small accelerator) ...
+    TOY_BATCH_MB=b         ... and allocate b MiB of activations per step (a batch too big for it)
 """
 
 from __future__ import annotations
@@ -43,6 +45,13 @@ def main(plan_path: str) -> int:
     model = torch.nn.Linear(4, 1)
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     ck = checkpoint.Checkpointer(Path(plan.run_dir) / "checkpoints")
+    cap, batch_mb = _env("TOY_MEM_CAP_MB", 0, int), _env("TOY_BATCH_MB", 0, int)
+    if cap:
+        import resource as res
+
+        vm = int(next(ln.split()[1] for ln in open("/proc/self/status") if ln.startswith("VmSize:")))
+        limit = (vm // 1024 + cap) << 20
+        res.setrlimit(res.RLIMIT_AS, (limit, limit))
     step = 0
     if plan.resume_from:
         state, manifest = ck.load(Path(plan.resume_from))
@@ -66,6 +75,9 @@ def main(plan_path: str) -> int:
                 if wait_s:
                     time.sleep(wait_s)
                 t1 = time.perf_counter()
+                if batch_mb:
+                    activations = torch.ones(batch_mb << 18)  # float32: b MiB
+                    del activations
                 loss = ((model(x) - x.sum(1, keepdim=True)) ** 2).mean()
                 opt.zero_grad()
                 loss.backward()

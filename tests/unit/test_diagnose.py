@@ -1,0 +1,150 @@
+"""`mlperf diagnose`: each detector fires on its symptom and stays silent on a healthy run.
+
+Synthetic run folders here (fast, one symptom each, with noise); real runs with injected
+symptoms are in tests/integration/test_diagnose_runs.py."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+
+from harness import runner
+from harness.diagnose import diagnose
+from harness.mllog import MLLog
+
+
+def _make_run(
+    tmp_path,
+    *,
+    steps=80,
+    step_s=0.05,
+    wait_s=0.002,
+    stall_every=0,
+    stall_s=0.0,
+    evals=None,
+    losses=None,
+    output="",
+    status="success",
+    sets=(),
+    seed=1,
+):
+    plan = runner.make_plans("gpt3", "cpu-local", "tiny", runs=1, seed=7, results_dir=tmp_path, sets=sets)[0]
+    rd = tmp_path / "run"
+    rng = random.Random(seed)
+    rows = []
+    for s in range(1, steps + 1):
+        t = step_s * rng.uniform(0.85, 1.25)  # a busy machine's jitter
+        if s % 17 == 0:
+            t *= 2.2  # and the odd slow step
+        w = wait_s * rng.uniform(0.5, 1.5)
+        if stall_every and s % stall_every == 0:
+            t += stall_s
+        loss = losses[s - 1] if losses else 5.0 / (1 + 0.05 * s)
+        rows.append(
+            {
+                "step": s,
+                "step_time_s": t + w,
+                "data_wait_s": w,
+                "samples_per_s": 16 / (t + w),
+                "loss": loss if s % 10 == 0 else None,
+                "max_rss_mb": 900.0,
+            }
+        )
+    from pathlib import Path
+
+    rd = Path(plan.run_dir)
+    (rd / "timings.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    log = MLLog(plan.log_path)
+    log.header(
+        plan, {"global_batch_size": 16, "opt_base_learning_rate": 0.003, "opt_learning_rate_warmup_steps": 10}
+    )
+    log.init_stop()
+    log.run_start()
+    evals = evals if evals is not None else [5.0 - 0.5 * i for i in range(8)] + [1.1]
+    for i, v in enumerate(evals):
+        log.event("eval_accuracy", v, {"epoch_num": (i + 1) * 24 * 16 * 64})
+    log.run_stop(
+        status == "success", {} if status == "success" else {"error": "training process exited with code 1"}
+    )
+    log.close()
+    if output:
+        (rd / "stdout.log").write_text(output)
+    return rd
+
+
+def _ids(rd):
+    return {f.id for f in diagnose(rd).findings}
+
+
+def test_healthy_run_is_quiet(tmp_path):
+    for seed in range(5):  # several noise draws: no false alarm on jitter and the odd slow step
+        sub = tmp_path / str(seed)
+        assert _ids(_make_run(sub, seed=seed)) == set(), seed
+
+
+def test_periodic_stalls_mean_network_congestion(tmp_path):
+    rd = _make_run(tmp_path, stall_every=8, stall_s=0.4)
+    (f,) = diagnose(rd).findings
+    assert f.id == "unstable_speed" and "NCCL" in " ".join(f.remedy)
+    assert f.evidence["stall_every_steps"] == 8 and f.evidence["stalls"] >= 9
+    assert f.evidence["time_lost_share"] > 0.3
+
+
+def test_high_data_wait_means_data_loading(tmp_path):
+    rd = _make_run(tmp_path, wait_s=0.06)
+    (f,) = diagnose(rd).findings
+    assert f.id == "data_loading" and f.evidence["data_wait_share"] > 0.4
+    assert any("worker" in r for r in f.remedy) and any("prefetch" in r for r in f.remedy)
+
+
+@pytest.mark.parametrize(
+    "evals,kind",
+    [
+        ([5.0, 5.6, 6.3, 7.5], "diverging"),
+        ([5.0, 4.0, float("nan")], "diverged"),
+        ([5.0, 3.0, 2.50, 2.49, 2.49, 2.48], "flat"),
+    ],
+)
+def test_non_converging_loss_means_learning_rate(tmp_path, evals, kind):
+    rd = _make_run(tmp_path, evals=evals, status="aborted")
+    (f,) = diagnose(rd).findings
+    assert f.id == "learning_rate" and f.extra["kind"] == kind
+    assert "mlperf lr-find gpt3 --system cpu-local" in f.remedy[0]
+    assert f.evidence["opt_base_learning_rate"] == 0.003
+
+
+def test_out_of_memory_suggests_concrete_settings(tmp_path):
+    out = "Traceback...\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    rd = _make_run(tmp_path, steps=3, evals=[], output=out, status="aborted", sets=("micro_batch_size=8",))
+    (f,) = diagnose(rd).findings
+    assert f.id == "out_of_memory"
+    text = "\n".join(f.remedy)
+    # GBS 16 = DP 1 x MBS 8 x GA 2 -> MBS 4 x GA 4, same GBS; TP 2 needs 2 ranks on cpu-local (1).
+    assert "--set micro_batch_size=4" in text and "MBS 4 x GA 4" in text and "GBS 16" in text
+    assert "activation_recompute=selective" in text
+
+
+def test_cli_json_and_text(tmp_path):
+    rd = _make_run(tmp_path, stall_every=8, stall_s=0.4)
+    r = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "diagnose", str(rd), "--json"], capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["healthy"] is False and [f["id"] for f in doc["findings"]] == ["unstable_speed"]
+    r = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "diagnose", str(rd / "mlperf.log")],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0 and "network congestion" in r.stdout and "nccl-tests" in r.stdout
+    r = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "diagnose", str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2 and r.stderr.startswith("error:")
