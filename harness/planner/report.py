@@ -126,6 +126,7 @@ def render(plan: Plan, doc: dict, top: int) -> None:
         "TP/CP s",
         "bubble s",
         "DP exp. s",
+        "other s",
         "eval s",
         "step s",
         "samples",
@@ -151,12 +152,19 @@ def render(plan: Plan, doc: dict, top: int) -> None:
             f"{b['tp']:.3f}",
             f"{b['pp_bubble']:.3f}",
             f"{b['dp_exposed']:.3f}",
+            f"{b['overhead'] + b.get('gather', 0.0):.3f}",
             f"{b['eval']:.3f}",
             f"{o['step_s']:.3f}",
             f"{o['samples_to_converge']:,.0f}",
             f"[bold]{o['predicted_min']:.2f}[/]",
         )
     console.print(table)
+    console.print(
+        "per step: compute, TP/CP collectives, pipeline bubble + sends, exposed DP traffic, other "
+        "(fixed overhead; gnn: + feature gathering), evaluation; samples to converge from the RCPs",
+        markup=False,
+        style="dim",
+    )
     best = doc["best"]
     mem = ", ".join(f"{k} {v:.1f}" for k, v in best["memory_gib"].items())
     console.print(
