@@ -56,6 +56,10 @@ class _Collector:
     def poll(self, plan) -> None:
         self.progress.poll(plan)
 
+    def status(self, plan, text: str) -> None:
+        """Launcher news about a run (e.g. 'slurm job 12 running 0:05'); optional for launchers."""
+        self.progress.say(f"run {plan.run_index + 1}/{self.progress.total} {plan.benchmark}: {text}")
+
     def finished(self, plan, returncode: int) -> None:
         self.progress.poll(plan)
         events = read_events(Path(plan.log_path))

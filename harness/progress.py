@@ -54,7 +54,7 @@ class Progress:
         self._start = time.monotonic()
         self._status = None
 
-    def _say(self, text: str) -> None:
+    def say(self, text: str) -> None:
         if self.live:
             if self._status is None:
                 self._status = self.console.status(text)
@@ -74,13 +74,13 @@ class Progress:
                 metric = md.get("metric", next(iter(plan.target)))
                 target = plan.target.get(metric, next(iter(plan.target.values())))
                 prog = md.get("samples_count", md.get("epoch_num"))
-                self._say(
+                self.say(
                     f"run {plan.run_index + 1}/{self.total} {plan.benchmark}: eval {self._evals[key]} "
                     f"{metric} {ev.get('value'):.4g} (target {target:g}) at {prog} "
                     f"[{time.monotonic() - self._start:.0f}s]"
                 )
             elif ev.get("key") == "run_start":
-                self._say(
+                self.say(
                     f"run {plan.run_index + 1}/{self.total} {plan.benchmark}: training (seed {plan.seed})"
                 )
 
