@@ -2,6 +2,17 @@
 
 Exit 0 when everything passes, 4 when anything fails, 2 for bad usage (missing path, unknown
 ruleset). stdout carries the result (problem lines + summary table, or one JSON document).
+
+`--json` document (schema_version 1; fields are only ever added):
+  schema_version, path, ruleset, kind (log | logs | tree), passed, exit_code, seconds,
+  counts {logs, logs_failed, errors, warnings},
+  logs[]     {path, rules, passed, crashed, tiny, benchmark, division, seconds, findings[]},
+  findings[] tree-level: {file, line, tool, severity, message, fix, detail},
+  tools[]    what ran on the tree: {tool, target, passed, errors, warnings, [benchmark, division,
+             rcp, seed, scaling_factor]},
+  skipped[]  files in a folder without MLLOG lines.
+A finding's `tool` is compliance | package | system-desc | seed | rcp | harness; `detail` holds the
+official tool's full text.
 """
 
 from __future__ import annotations

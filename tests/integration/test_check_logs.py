@@ -110,3 +110,21 @@ def test_missing_path_is_usage_error(tmp_path):
     os.makedirs(tmp_path / "empty")
     with pytest.raises(ConfigError):
         check_path(tmp_path / "empty")
+
+
+def test_string_value_for_a_numeric_key_is_explained(tmp_path):
+    p = tmp_path / "log.txt"
+    p.write_text((LOGS / "closed_gnn.txt").read_text().replace('"value": 4096', '"value": "4096"', 1))
+    res = check_log(p)
+    assert not res.passed
+    (f,) = [f for f in res.findings if "could not evaluate" in f.message]
+    assert "global_batch_size" in f.message and "wrong type" in f.fix and f.line
+
+
+def test_tiny_log_uses_the_tiny_rules():
+    from harness.check import tiny_rules_path
+
+    tree = Path(__file__).resolve().parents[1] / "data" / "tiny_tree"
+    log = next(tree.rglob("result_0.txt"))
+    res = check_log(log)
+    assert res.tiny and res.rules == tiny_rules_path() and res.passed, [f.one_line() for f in res.findings]
