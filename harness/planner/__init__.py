@@ -39,14 +39,53 @@ def plan(bench_name: str, system, global_batch_size: int | None = None) -> Plan:
     return search_layouts(bench_name, resolve_hardware(system), gbs=global_batch_size)
 
 
-def best_config(bench_name: str, system, global_batch_size: int | None = None) -> dict:
-    """Config overrides for the predicted-fastest layout: tensor/pipeline/virtual-pipeline/context
-    parallel sizes (transformers), micro_batch_size, global_batch_size, and opt_base_learning_rate
-    where the rules tie it to the GBS (gpt3). Raises ConfigError (exit 2) when nothing fits."""
+def implementation(bench_name: str) -> dict:
+    """What the harness's own implementation (benchmarks/<name>/config.py) can run: its parallel
+    degrees (`SUPPORTS`), whether it shards weights with FSDP, and its recompute modes."""
+    import importlib
+
+    import benchmarks
+    from harness.errors import ConfigError
     from harness.planner import workloads
 
-    p = plan(bench_name, system, global_batch_size)
-    return p.options[0].overrides(workloads.get(p.bench))
+    try:
+        module, cls_name = benchmarks.get(bench_name).config_class.split(":")
+    except ConfigError:  # benchmark folder not there (yet): plan as the record implementations run
+        return {"supports": workloads.get(bench_name).supports, "fsdp": False, "recompute": None}
+    cls = getattr(importlib.import_module(module), cls_name)  # config modules never import torch
+    fields = cls.model_fields
+    out: dict = {"supports": tuple(getattr(cls, "SUPPORTS", ())), "fsdp": False, "recompute": None}
+    if "fsdp" in fields:
+        out["fsdp"] = bool(fields["fsdp"].default)
+    if "activation_checkpointing" in fields:  # on/off switch: 'full' when on by default
+        out["recompute"] = ("full",) if fields["activation_checkpointing"].default else ("none",)
+    return out
 
 
-__all__ = ["Plan", "best_config", "plan", "resolve_hardware"]
+def best_config(bench_name: str, system, global_batch_size: int | None = None) -> dict:
+    """Config overrides of the predicted-fastest layout that the harness's own implementation can
+    run: tensor/pipeline/virtual-pipeline/context parallel sizes, micro_batch_size,
+    global_batch_size, opt_base_learning_rate where the rules tie it to the GBS (gpt3), and
+    activation_recompute when the layout only fits with it (gpt3). Raises ConfigError (exit 2)
+    when nothing fits or the rules allow no batch for this system."""
+    from harness.planner import workloads
+    from harness.planner.search import search_layouts as run
+
+    w = workloads.get(bench_name)
+    impl = implementation(w.name)
+    p = run(
+        w.name,
+        resolve_hardware(system),
+        gbs=global_batch_size,
+        supports=impl["supports"],
+        fsdp=impl["fsdp"],
+        recompute=impl["recompute"],
+    )
+    best = p.options[0]
+    out = best.overrides(w)
+    if w.name == "gpt3" and best.candidate.recompute != "none":
+        out["activation_recompute"] = best.candidate.recompute
+    return out
+
+
+__all__ = ["Plan", "best_config", "implementation", "plan", "resolve_hardware"]

@@ -36,6 +36,8 @@ class Candidate:
     distributed_optimizer: bool = True
     fp8: bool = True
     tp_comm_overlap: bool = True
+    fsdp: bool = False
+    """Frozen/base weights sharded over all DP x CP ranks and gathered layer by layer (torch FSDP)."""
     feature_store: str = ""
     """gnn: where the features live: 'node' (GPU memory of one node), 'global' (spread over all
     accelerators), 'host' (host memory, read over PCIe)."""
@@ -71,8 +73,11 @@ def transformer(w: W.Workload, c: Candidate, world: int, k: dict) -> dict:
     acts = per_layer * in_flight_layer_microbatches(w, c, ga)
     if c.recompute == "full":  # plus one layer's full working set during its recomputation
         acts += w.recompute["none"].act_coeff * tokens * w.hidden / c.tp
+    weights = stage * 2
+    if c.fsdp:  # a 1/(DP x CP) shard, plus the current and the prefetched layer gathered in full
+        weights = stage * 2 / (dp * c.cp) + 2 * (w.params / w.layers) * 2 / c.tp
     out = {
-        "weights": stage * 2,
+        "weights": weights,
         "gradients": trainable * grad_b,
         "optimizer": trainable * 12 / shard,
         "activations": acts,

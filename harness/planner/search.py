@@ -82,29 +82,40 @@ def _gbs_values(unit: int, lo: int, hi: int, fixed: int | None) -> list[int]:
     return sorted(ga * unit for ga in gas)
 
 
-def _transformer_candidates(w: W.Workload, hw, k: dict, gbs: int | None):
+def _transformer_candidates(w: W.Workload, hw, k: dict, gbs: int | None, supports=None, fsdp=False):
     lo, hi = rcp.bs_range(w.name, RULESET)
     fp8 = hw.has_fp8()
     overlap = hw.intra_gbs >= 100  # userbuffer TP overlap needs NVLink-class links
-    for tp in (1, 2, 4, 8):  # powers of two: head counts and GEMM shapes divide evenly
+    allowed = w.supports if supports is None else supports
+    for tp in (1, 2, 4, 8) if "tp" in allowed else (1,):  # powers of two: heads and GEMMs divide evenly
         if tp > hw.domain or hw.domain % tp:
             continue
-        for cp in w.cp_choices:
+        for cp in w.cp_choices if "cp" in allowed else (1,):
             if tp * cp > hw.world:
                 continue
-            for pp in _divisors(w.layers, 16):
+            for pp in _divisors(w.layers, 16) if "pp" in allowed else [1]:
                 mp = tp * pp * cp
                 if hw.world % mp:
                     continue
                 dp = hw.world // mp
                 for vp in [
-                    v for v in (1, 2, 3, 4, 6, 8, 12) if w.layers % (pp * v) == 0 and (v == 1 or pp > 1)
+                    v
+                    for v in ((1, 2, 3, 4, 6, 8, 12) if "vp" in allowed else (1,))
+                    if w.layers % (pp * v) == 0 and (v == 1 or pp > 1)
                 ]:
                     for mbs in w.mbs_choices:
                         # interleaving needs GA divisible by PP: step GBS by DP x MBS x PP then
                         for g in _gbs_values(dp * mbs * (pp if vp > 1 else 1), lo, hi, gbs):
                             yield M.Candidate(
-                                tp=tp, pp=pp, vp=vp, cp=cp, mbs=mbs, gbs=g, fp8=fp8, tp_comm_overlap=overlap
+                                tp=tp,
+                                pp=pp,
+                                vp=vp,
+                                cp=cp,
+                                mbs=mbs,
+                                gbs=g,
+                                fp8=fp8,
+                                tp_comm_overlap=overlap,
+                                fsdp=fsdp,
                             )
 
 
@@ -121,7 +132,18 @@ def _dp_candidates(w: W.Workload, hw, k: dict, gbs: int | None):
             yield M.Candidate(mbs=b, gbs=g, feature_store=store)
 
 
-def search_layouts(bench: str, hw, gbs: int | None = None, k: dict | None = None) -> Plan:
+def search_layouts(
+    bench: str,
+    hw,
+    gbs: int | None = None,
+    k: dict | None = None,
+    supports: tuple[str, ...] | None = None,
+    fsdp: bool = False,
+    recompute: tuple[str, ...] | None = None,
+) -> Plan:
+    """All allowed layouts of `bench` on `hw`, fastest first. By default the search is over what the
+    record implementations do (TP/PP/VP/CP for the transformers); `supports`, `fsdp` and
+    `recompute` restrict it to what a given implementation can run (see best_config)."""
     w = W.get(bench)
     k = k or C.constants()
     if gbs is not None:
@@ -131,9 +153,13 @@ def search_layouts(bench: str, hw, gbs: int | None = None, k: dict | None = None
     if w.precision == "fp8" and not hw.peak_tflops:
         raise ConfigError(f"system '{hw.name}' gives no peak_tflops for its accelerator")
     plan = Plan(bench=w.name, hardware=hw, options=[])
-    gen = _transformer_candidates(w, hw, k, gbs) if w.kind == "transformer" else _dp_candidates(w, hw, k, gbs)
+    gen = (
+        _transformer_candidates(w, hw, k, gbs, supports, fsdp)
+        if w.kind == "transformer"
+        else _dp_candidates(w, hw, k, gbs)
+    )
     options = []
-    recomputes = C.RECOMPUTE_ORDER if w.kind == "transformer" else ("none",)
+    recomputes = recompute or (C.RECOMPUTE_ORDER if w.kind == "transformer" else ("none",))
     for c in gen:
         plan.considered += 1
         try:
@@ -150,7 +176,7 @@ def search_layouts(bench: str, hw, gbs: int | None = None, k: dict | None = None
                 hw.per_node,
                 hw.domain,
                 w.layers or None,
-                w.supports,
+                w.supports if supports is None else supports,
             )
         except ConfigError as e:
             reason = re.sub(r"\d+", "N", str(e).split(";")[0])

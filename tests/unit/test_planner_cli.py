@@ -170,3 +170,18 @@ def test_plan_never_imports_torch_and_is_fast():
     info = json.loads(out.strip().splitlines()[-1])
     assert info["torch"] is False
     assert info["cpu_s"] < 1.5, info  # whole process incl. interpreter start; typically ~0.6 s
+
+
+def test_best_config_respects_what_the_harness_implementation_runs():
+    """llama2_70b_lora runs DP + CP with FSDP here (no TP/PP): best_config must not ask for TP."""
+    import benchmarks
+    from harness.layout import derive
+
+    impl = planner.implementation("llama2_70b_lora")
+    over = planner.best_config("llama2_70b_lora", "dgx-h100x8")
+    for key in ("tensor_model_parallel_size", "pipeline_model_parallel_size"):
+        assert "tp" in impl["supports"] or over[key] == 1
+    bench = benchmarks.get("llama2_70b_lora")
+    module, cls = bench.config_class.split(":")
+    cfg = getattr(__import__(module, fromlist=[cls]), cls)(**over)
+    derive(cfg, 8, 8, 8, cfg.num_layers, impl["supports"])
