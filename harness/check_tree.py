@@ -199,15 +199,36 @@ _RCP_FIX = {
 }
 
 
+def _rcp_numbers(record: str | None, subm_mean: str | None) -> str:
+    """' (submission mean X; RCP mean Y, lowest accepted Z)' from the RCP checker's INFO lines
+    (the record is a dict repr with numpy floats: `'RCP Mean': np.float64(0.78)`)."""
+    if not subm_mean:
+        return ""
+
+    def num(key):
+        m = re.search(rf"'{key}': (?:np\.float64\()?([-0-9.eE+]+)", record or "")
+        return float(m[1]) if m else None
+
+    mean, lowest = num("RCP Mean"), num("Min Epochs")
+    if mean is None or lowest is None:
+        return f" (submission mean {subm_mean})"
+    return f" (submission mean {subm_mean}; RCP mean {mean:.6g}, lowest accepted {lowest:.6g})"
+
+
 def _package_findings(
     records, warned, display_dir: str, unmirror, has_scaling: bool
 ) -> tuple[list[Finding], dict]:
     findings: list[Finding] = []
     info = {"rcp": None, "seed": None}
+    rcp_record, subm_mean = None, None
     for lvl, msg in records:
         text = unmirror(msg.strip())
         if lvl == "INFO":
-            if text.startswith("RCP Test Passed"):
+            if text.startswith("RCP Record:"):
+                rcp_record = text.split(":", 1)[1].strip()
+            elif text.startswith("Submission mean epochs:"):
+                subm_mean = text.split(":", 1)[1].strip()
+            elif text.startswith("RCP Test Passed"):
                 info["rcp"] = text.split(":", 1)[1].strip()
             elif text == "Running Seed Checker":
                 info["seed"] = "ran"
@@ -223,15 +244,21 @@ def _package_findings(
                     if "Missing RCP" in rcp_msg
                     else "see the RCP checker's message"
                 )
-                findings.append(Finding(display_dir, None, "rcp", "error", text, fix))
+                numbers = _rcp_numbers(rcp_record, subm_mean)
+                findings.append(
+                    Finding(display_dir, None, "rcp", "error", text + numbers, fix, detail=rcp_record or "")
+                )
                 continue
             if text.startswith("Seed checker failed and found the following errors"):
                 info["seed"] = "failed"
                 for err in text.split(":", 1)[1].strip().splitlines():
                     if err.strip():
+                        m = re.match(
+                            r"(?:Result file|Error found when querying seeds from) (\S+?):? ", err.strip()
+                        )
                         findings.append(
                             Finding(
-                                display_dir,
+                                m[1] if m else display_dir,
                                 None,
                                 "seed",
                                 "error",

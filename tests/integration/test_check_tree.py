@@ -185,3 +185,19 @@ def test_tree_from_our_tiny_runs_passes_and_scores(tmp_path):
     (row,) = score_tree(org)
     assert row["runs"] == 3 and row["tiny"] and row["division"] == "open"
     assert row["score_min"] == sorted(row["run_minutes"])[1]
+
+
+def test_closed_rcp_failure_reports_the_numbers(tmp_path):
+    fast = tmp_path / "fast.txt"
+    fast.write_text((LOGS / "closed_gnn.txt").read_text().replace('"epoch_num": 0.8}', '"epoch_num": 0.7}'))
+    org = _org(tmp_path, {"sysA/gnn": [fast] * 10}, division="closed")
+    rep = check_path(org)
+    (rcp,) = [f for f in rep.findings if f.tool == "rcp"]
+    assert (
+        "RCP found" in rcp.message
+        and "submission mean 0.7000" in rcp.message
+        and "lowest accepted" in rcp.message
+    )
+    seeds = [f for f in rep.findings if f.tool == "seed"]
+    assert len(seeds) == 9 and all(f.file.endswith(".txt") for f in seeds)  # same seed on the same line
+    assert rep.exit_code == 4
