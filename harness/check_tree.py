@@ -423,6 +423,9 @@ def check_result_dir(
                 rcp=info["rcp"],
                 seed=info["seed"],
                 division=desc.get("division"),
+                # the package checker's own log (its per-file compliance output is in each log's findings)
+                output="\n".join(f"{lvl} - {unmirror(m)}" for lvl, m in records)
+                + "".join(f"\nWARNING - {unmirror(str(w.message))}" for w in warned),
             )
             # scaling.json: what the RCP checker computed vs what is committed
             if desc.get("division") == "closed":
