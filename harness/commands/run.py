@@ -117,14 +117,19 @@ def run(
 
 
 def _score(resolved, results) -> float | None:
-    """Olympic mean once the official number of runs exists (this invocation's runs)."""
+    """Olympic mean once the official number of runs exists (this invocation's runs). A run that
+    missed its target counts as the dropped slowest, as the rules say; two such runs: no score."""
     from harness.results.score import olympic_mean
 
     need = resolved.definition.runs_per_result
-    times = [r.time_to_train_min for r in results if r.result_file and r.time_to_train_min is not None]
-    if len(times) < need:
+    claimed = [r for r in results if r.result_file]
+    if len(claimed) < need:
         return None
-    return olympic_mean(times)
+    times = [r.time_to_train_min if r.status == "success" else None for r in claimed]
+    try:
+        return olympic_mean(times)
+    except ValueError:
+        return None
 
 
 def _table(resolved, results, score) -> None:
