@@ -68,6 +68,9 @@ class Gpt3Config(BenchmarkConfig):
     """Validation tokens... as logged (`eval_samples`); tiny: validation sequences."""
     train_samples_cap: int = 20_000_000
     """Stop (aborted) after this many training sequences without reaching the target."""
+    checkpoint_interval_steps: int = Field(1000, ge=0)
+    """Resumable checkpoint (`mlperf run --resume`) at the first eval boundary after every N steps;
+    0 = never. Full: 1000 as submitters do; tiny: a few seconds' worth."""
 
     # ---- GPU-only optimisations ---------------------------------------------------------------
     distributed_optimizer: bool = False

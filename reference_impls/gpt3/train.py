@@ -207,8 +207,10 @@ class Timings:
     """`run_dir/timings.jsonl`: one line per step, buffered; the loss only at eval points, where it
     is read anyway. The newest row is held back so the eval point can add its loss."""
 
-    def __init__(self, path: Path | None):
-        self._f = open(path, "w", buffering=1 << 16) if path else None  # noqa: SIM115
+    def __init__(self, path: Path | None, append: bool = False):
+        # A resumed run appends: the rows of the interrupted attempt stay (diagnose keeps the last
+        # row of each step).
+        self._f = open(path, "a" if append else "w", buffering=1 << 16) if path else None  # noqa: SIM115
         self._pending: dict | None = None
 
     def row(self, step: int, step_time: float, wait: float, samples: int):
@@ -276,7 +278,9 @@ def run(rt) -> bool:
     log.event("eval_samples", cfg.eval_samples)
     stepper = Stepper(model, optimizer, scheduler, tcfg, cfg, layout, rt.device)
     val_batches = eval_microbatches(valid, data_rank(layout), layout.dp, layout.micro_batch_size)
-    timings = Timings(Path(plan.run_dir) / "timings.jsonl" if rt.is_rank0 else None)
+    ck = run_checkpointer(rt)
+    resumed_step = resume(ck, rt, model, optimizer, scheduler) if plan.resume_from else 0
+    timings = Timings(Path(plan.run_dir) / "timings.jsonl" if rt.is_rank0 else None, append=resumed_step > 0)
     log.init_stop()
     log.run_start()
 
@@ -284,7 +288,7 @@ def run(rt) -> bool:
     every = cfg.eval_interval_steps
     max_steps = cfg.train_samples_cap // gbs
     reached = False
-    step = 0
+    step = last_ckpt = resumed_step
     try:
         while step < max_steps and not rt.stop_requested:
             first = step * gbs * seq
@@ -319,10 +323,73 @@ def run(rt) -> bool:
             if ppl <= target:
                 reached = True
                 break
+            if cfg.checkpoint_interval_steps and step - last_ckpt >= cfg.checkpoint_interval_steps:
+                save_checkpoint(ck, rt, step, model, optimizer, scheduler)
+                last_ckpt = step
     finally:
         timings.close()
         _teardown()
     return reached
+
+
+# ---- resumable run checkpoints (harness/train/checkpoint.py; `mlperf run --resume`) ---------------
+# Taken at eval boundaries only, so what the log holds after a checkpoint is at most the next
+# block's start: the resumed run re-logs it. Each rank saves its own shard (TP/PP/DP as planned),
+# the optimizer's state dict, and every RNG; the data position is the step (batches are a pure
+# function of it, see train_microbatches).
+
+
+def run_checkpointer(rt):
+    import torch.distributed as dist
+
+    from harness.train import checkpoint
+
+    barrier = dist.barrier if dist.is_initialized() and rt.world_size > 1 else None
+    return checkpoint.Checkpointer(
+        Path(rt.plan.run_dir) / "checkpoints", rt.rank, rt.world_size, barrier=barrier
+    )
+
+
+def save_checkpoint(ck, rt, step: int, model, optimizer, scheduler) -> None:
+    from harness.train import checkpoint
+
+    gbs = rt.plan.layout.global_batch_size
+    state = {
+        "model": [
+            {k: v for k, v in m.module.state_dict().items() if isinstance(v, torch.Tensor)} for m in model
+        ],
+        "optimizer": optimizer.state_dict(),
+        "rng": checkpoint.capture_rng(),
+    }
+    meta = {"step": step, "consumed_samples": step * gbs, "schedule_num_steps": scheduler.num_steps}
+    if rt.is_rank0:
+        meta["log_offset"] = Path(rt.plan.log_path).stat().st_size  # the log up to this eval
+    ck.save(step, state, meta=meta, rank_meta={"step": step})
+
+
+def resume(ck, rt, model, optimizer, scheduler) -> int:
+    """Load this rank's shard of `plan.resume_from`; returns the step to continue after."""
+    from harness.errors import HarnessError
+    from harness.train import checkpoint
+
+    try:
+        state, manifest = ck.load(Path(rt.plan.resume_from))
+    except checkpoint.CheckpointError as e:
+        raise HarnessError(f"cannot resume: {e}", exit_code=2) from None
+    for m, sd in zip(model, state["model"]):
+        missing, unexpected = m.module.load_state_dict(sd, strict=False)
+        missing = [k for k in missing if not k.endswith("_extra_state")]
+        if missing or unexpected:
+            raise HarnessError(
+                f"cannot resume: checkpoint does not fit the model ({(missing + unexpected)[:3]})", 2
+            )
+    optimizer.load_state_dict(state["optimizer"])
+    meta = manifest["meta"]
+    gmodel.set_schedule_step(scheduler, meta["schedule_num_steps"])
+    checkpoint.restore_rng(state["rng"])
+    if rt.is_rank0:
+        print(f"resumed from {rt.plan.resume_from} at step {meta['step']}", flush=True)
+    return int(meta["step"])
 
 
 def _teardown():

@@ -1,0 +1,139 @@
+"""Tiny GPT-3, 2 ranks under torchrun (TP=2): kill -9 of the whole `mlperf run` mid-training, then
+`mlperf run gpt3 --resume RUN_DIR`: target reached, log valid (official checker, tiny rules),
+interruption on the record, and no step's data seen twice beyond what the resume point implies."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from gpt3_helpers import REPO, env, events, official_check, prepared_data_dir
+
+from harness.progress import read_events
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    return prepared_data_dir(tmp_path_factory)
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:  # ppid
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _mlperf(*args):
+    return [sys.executable, "-m", "harness.cli", *args]
+
+
+def test_kill9_mid_training_then_resume(tmp_path, data_dir):
+    results = tmp_path / "results"
+    common = ["--results-dir", str(results), "--data-dir", str(data_dir)]
+    argv = _mlperf(
+        "run",
+        "gpt3",
+        "--system",
+        "cpu-local",
+        "--nproc-per-node",
+        "2",
+        "--set",
+        "tensor_model_parallel_size=2",
+        "--runs",
+        "1",
+        "--seed",
+        "3",
+        "--json",
+        *common,
+    )
+    cli = subprocess.Popen(
+        argv, cwd=REPO, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    runs = results / "runs" / "gpt3" / "cpu-local"
+    deadline = time.monotonic() + 240
+    run = None
+    while time.monotonic() < deadline and cli.poll() is None:
+        dirs = list(runs.glob("*")) if runs.exists() else []
+        run = dirs[0] if dirs else None
+        # One checkpoint (step 72) plus one more eval logged after it: redone work to discard.
+        if run and (run / "checkpoints" / "step_00000072").exists():
+            log = run / "mlperf.log"
+            done = read_events(log)  # tolerant of a half-written last line
+            if any(e["key"] == "eval_accuracy" and e["metadata"]["epoch_num"] == 96 * 16 * 64 for e in done):
+                break
+        time.sleep(0.05)
+    assert cli.poll() is None, cli.communicate()
+    # The whole tree: torch elastic starts each rank in a session of its own, so killing
+    # torchrun's process group would leave the ranks training.
+    tree, todo = [], [cli.pid]
+    while todo:
+        kids = _children(todo.pop())
+        tree += kids
+        todo += kids
+    assert len(tree) >= 3, tree  # torchrun + 2 ranks
+    for pid in [cli.pid, *tree]:  # the runner first: nothing may finalize the log
+        os.kill(pid, signal.SIGKILL)
+    cli.communicate(timeout=30)
+    log = run / "mlperf.log"
+    before = log.read_bytes()
+    assert b'"run_stop"' not in before
+    org_results = list(results.glob("*/results/cpu-local/gpt3/result_*.txt"))
+    assert org_results == []  # an interrupted run is never claimed: it never looks complete
+    pre = [e for e in events(log) if e["key"] == "eval_accuracy"]
+
+    r = subprocess.run(
+        _mlperf("run", "gpt3", "--resume", str(run), "--json"),
+        cwd=REPO,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    doc = json.loads(r.stdout)
+    assert doc["runs"][0]["status"] == "success" and doc["runs"][0]["result_file"].endswith("result_0.txt")
+
+    ev = events(log)
+    keys = [e["key"] for e in ev]
+    assert keys.count("run_start") == keys.count("run_stop") == keys.count("harness_resumed") == 1
+    resumed = ev[keys.index("harness_resumed")]
+    step = resumed["value"]
+    assert step >= 72 and step % 24 == 0
+    acc = [e for e in ev if e["key"] == "eval_accuracy"]
+    assert acc[-1]["value"] <= 1.18
+    points = [e["metadata"]["epoch_num"] for e in acc]
+    assert points == sorted(set(points))  # no evaluation logged twice
+    # Exact continuation: an eval the kill discarded comes out the same after the resume (the
+    # same data, optimizer, schedule and RNG state).
+    redone = {e["metadata"]["epoch_num"]: e["value"] for e in acc}
+    for e in pre:
+        if e["metadata"]["epoch_num"] > step * 16 * 64:
+            assert redone[e["metadata"]["epoch_num"]] == pytest.approx(e["value"], rel=1e-5)
+    # The log before the checkpoint is intact; time-to-train counts from the original run_start.
+    record = json.loads((run / "resume.json").read_text())["resumes"][-1]
+    tail = (run / record["discarded_file"]).read_bytes()
+    assert before.endswith(tail) and log.read_bytes().startswith(before[: len(before) - len(tail)])
+    assert "eval_accuracy" in record["discarded_keys"]
+    assert resumed["metadata"]["lost_ms"] > 0
+    # Data: steps are a pure function of the step number (train_microbatches); each step ran once
+    # except the ones after the checkpoint that the kill undid.
+    rows = [json.loads(x) for x in (run / "timings.jsonl").read_text().splitlines()]
+    steps = [x["step"] for x in rows]
+    cut = [i for i, s in enumerate(steps) if s == step + 1][-1]  # the resumed attempt's first row
+    first, second = steps[:cut], steps[cut:]
+    assert first == list(range(1, len(first) + 1)) and second == list(range(step + 1, step + 1 + len(second)))
+    assert set(first) & set(second) == set(range(step + 1, len(first) + 1))
+    c = official_check(str(log))
+    assert c.returncode == 0, c.stdout + c.stderr
