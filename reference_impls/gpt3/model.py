@@ -37,8 +37,10 @@ def transformer_config(cfg, layout, device: str):
             recompute_method="uniform" if cfg.activation_recompute == "full" else None,
             recompute_num_layers=1 if cfg.activation_recompute == "full" else None,
         )
-    if on_gpu and cfg.fp8:
+    if on_gpu and cfg.fp8:  # NVIDIA v4.0: FP8_HYBRID, amax history 1024, max
         kw.update(fp8="hybrid", fp8_amax_history_len=1024, fp8_amax_compute_algo="max")
+    if on_gpu and cfg.cuda_graphs:  # per-layer graphs (NVIDIA's LAYER_CUDA_GRAPH=1)
+        kw.update(cuda_graph_impl="local", use_te_rng_tracker=True)
     return TransformerConfig(
         num_layers=cfg.num_layers,
         hidden_size=cfg.hidden_size,
@@ -95,6 +97,11 @@ def build(cfg, layout, device: str):
     tcfg = transformer_config(cfg, layout, device)
     spec = layer_spec(cfg, device)
     on_gpu = device.startswith("cuda")
+    if tcfg.tp_comm_overlap:  # userbuffers must exist before the TE layers are built
+        from transformer_engine.pytorch.module import base as te_base
+
+        tokens = cfg.max_sequence_length * layout.micro_batch_size // layout.cp
+        te_base.initialize_ub(shape=[tokens, cfg.hidden_size], tp_size=layout.tp, use_fp8=bool(tcfg.fp8))
     chunks = []
     vp = layout.vp if layout.vp > 1 else None
     for stage in range(vp or 1):
@@ -251,7 +258,7 @@ def load_full_checkpoint(model, optimizer, ckpt_dir: str) -> None:
     sharded = {
         f"model{i}" if len(model) > 1 else "model": m.module.sharded_state_dict() for i, m in enumerate(model)
     }
-    sharded["optimizer"] = optimizer.sharded_state_dict(sharded)
+    sharded["optimizer"] = optimizer.sharded_state_dict(sharded, is_loading=True)
     loaded = dist_checkpointing.load(sharded, ckpt_dir)
     for i, m in enumerate(model):
         m.module.load_state_dict(loaded[f"model{i}" if len(model) > 1 else "model"], strict=False)
