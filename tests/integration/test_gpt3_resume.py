@@ -137,3 +137,54 @@ def test_kill9_mid_training_then_resume(tmp_path, data_dir):
     assert set(first) & set(second) == set(range(step + 1, len(first) + 1))
     c = official_check(str(log))
     assert c.returncode == 0, c.stdout + c.stderr
+
+
+def test_sigint_to_mlperf_run_stops_at_a_step_boundary(tmp_path, data_dir):
+    """Ctrl-C of `mlperf run` (2 ranks under torchrun): the ranks stop at the next step boundary,
+    rank 0 logs run_stop aborted itself, the result is claimed as aborted, and the exit is 130."""
+    results = tmp_path / "results"
+    argv = _mlperf(
+        "run",
+        "gpt3",
+        "--system",
+        "cpu-local",
+        "--nproc-per-node",
+        "2",
+        "--set",
+        "tensor_model_parallel_size=2",
+        "--runs",
+        "1",
+        "--seed",
+        "4",
+        "--results-dir",
+        str(results),
+        "--data-dir",
+        str(data_dir),
+        "--json",
+    )
+    cli = subprocess.Popen(
+        argv, cwd=REPO, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    runs = results / "runs" / "gpt3" / "cpu-local"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and cli.poll() is None:
+        logs = list(runs.glob("*/mlperf.log")) if runs.exists() else []
+        if logs and any(e["key"] == "eval_accuracy" for e in read_events(logs[0])):
+            break
+        time.sleep(0.05)
+    time.sleep(0.3)  # mid-block
+    cli.send_signal(signal.SIGINT)
+    out, err = cli.communicate(timeout=120)
+    assert cli.returncode == 130, out + err
+    assert "interrupted" in err
+    run = logs[0].parent
+    ev = events(logs[0])
+    keys = [e["key"] for e in ev]
+    assert keys.count("run_stop") == 1 and keys[-1] == "run_stop"
+    assert ev[-1]["metadata"]["status"] == "aborted" and "error" not in ev[-1]["metadata"]  # by rank 0
+    assert keys[-2] == "block_stop"  # the block was closed at a step boundary, no eval after it
+    steps = [json.loads(x)["step"] for x in (run / "timings.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, len(steps) + 1))
+    (res,) = list(results.glob("*/results/cpu-local/gpt3/result_*.txt"))
+    assert events(res)[-1]["metadata"]["status"] == "aborted"
+    assert "exitcode  : -9" not in (run / "stdout.log").read_text()  # no rank had to be killed
