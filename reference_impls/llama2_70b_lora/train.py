@@ -1,0 +1,241 @@
+"""The training loop: AdamW on the LoRA weights, clip 0.3, cosine LR, eval loss every 384 samples.
+
+    init (untimed): header -> build model, load the base checkpoint, LoRA, shard -> train/eval
+                    sample counts from the parquet metadata -> init_stop
+    run  (timed):   run_start -> read the dataset -> steps; every ceil(384 / GBS) steps one eval
+                    slot, the first floor(0.125 GBS + 2) slots skipped (rules) -> eval_accuracy
+                    (answer-token loss) with samples_count -> stop at the target or max_steps.
+The only host syncs are at eval slots (the loss for timings.jsonl is read only there).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from reference_impls.llama2_70b_lora import data
+from reference_impls.llama2_70b_lora import model as M
+
+
+def hyperparameters(cfg, layout) -> dict:
+    """The logged hyperparameters, in closed_llama2_70b_lora.yaml's vocabulary."""
+    return {
+        "global_batch_size": cfg.global_batch_size,
+        "gradient_accumulation_steps": layout.grad_accum,
+        "opt_base_learning_rate": cfg.opt_base_learning_rate,
+        "opt_learning_rate_warmup_factor": cfg.opt_learning_rate_warmup_factor,
+        "opt_learning_rate_training_steps": cfg.opt_learning_rate_training_steps,
+        "opt_gradient_clip_norm": cfg.opt_gradient_clip_norm,
+        "opt_adamw_weight_decay": cfg.opt_adamw_weight_decay,
+        "lora_rank": cfg.lora_rank,
+        "lora_alpha": cfg.lora_alpha,
+        "max_sequence_length": cfg.max_sequence_length,
+    }
+
+
+class Mesh:
+    """DP x CP process layout (None groups when the world is one rank)."""
+
+    def __init__(self, rt, cp: int):
+        self.world = rt.world_size
+        self.cp = cp
+        self.dp = self.world // cp
+        self.mesh = self.dp_group = self.cp_mesh = None
+        self.dp_rank = rt.rank // cp
+        if self.world > 1:
+            from torch.distributed.device_mesh import init_device_mesh
+
+            dev = "cuda" if rt.device.startswith("cuda") else "cpu"
+            self.mesh = init_device_mesh(dev, (self.dp, cp), mesh_dim_names=("dp", "cp"))
+            self.dp_group = self.mesh["dp"].get_group()
+            self.cp_mesh = self.mesh["cp"] if cp > 1 else None
+            self.fsdp_mesh = self.mesh._flatten("dp_cp") if cp > 1 else self.mesh["dp"]
+
+
+def build(rt, cfg, mesh: Mesh):
+    """Base model (checkpoint weights) + LoRA, sharded and on the device."""
+    plan = rt.plan
+    dtype = torch.bfloat16 if cfg.precision == "bf16" else torch.float32
+    model_dir = Path(plan.data_dir) / cfg.model_dir
+    M.checkpoint_files(model_dir)
+    M.check_checkpoint_config(model_dir, cfg)
+    sharded = cfg.fsdp and mesh.world > 1
+    device = torch.device(rt.device)
+    base = M.build_base(cfg, "meta" if sharded else "cpu")
+    base.to(dtype)
+    if not sharded:
+        M.load_base_weights(base, model_dir)
+    if cfg.fp8:
+        M.convert_fp8(base)
+    torch.manual_seed(plan.seed)
+    model = M.apply_lora(base, cfg)
+    if cfg.activation_checkpointing:
+        M.enable_activation_checkpointing(model)
+    if cfg.compile:
+        for layer in base.model.layers:
+            layer.compile()
+    if sharded:
+        M.shard_fsdp(model, mesh.fsdp_mesh, dtype)
+        model.to_empty(device=device)
+        M.load_base_weights(model, model_dir)
+        torch.manual_seed(plan.seed)
+        for m in model.modules():
+            if hasattr(m, "reset_lora_parameters"):
+                m.reset_lora_parameters("default", True)
+    else:
+        model.to(device)
+    M.reset_rope(model, device)
+    for p in model.parameters():  # frozen base in `dtype`, LoRA weights in fp32
+        if p.requires_grad and p.dtype != torch.float32:
+            p.data = p.data.float()
+    return model
+
+
+def token_losses(model, ids, labels, cp_mesh):
+    """Per-sequence (sum of answer-token CE, answer-token count); labels already shifted."""
+    pos = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
+    if cp_mesh is not None:
+        from torch.distributed.tensor.experimental import context_parallel
+
+        ctx = context_parallel(
+            cp_mesh,
+            buffers=[ids, labels, pos],
+            buffer_seq_dims=[1, 1, 1],
+            no_restore_buffers={ids, labels, pos},
+        )
+    else:
+        ctx = nullcontext()
+    with ctx:
+        logits = model(input_ids=ids, position_ids=pos).logits
+        ce = F.cross_entropy(
+            logits.float().flatten(0, 1), labels.flatten(), ignore_index=data.IGNORE, reduction="none"
+        ).view(labels.shape)
+        mask = labels != data.IGNORE
+        return (ce * mask).sum(1), mask.sum(1)
+
+
+def _all_reduce(t: torch.Tensor, group=None) -> torch.Tensor:
+    if dist.is_initialized() and dist.get_world_size(group) > 1:
+        dist.all_reduce(t, group=group)
+    return t
+
+
+def evaluate(model, ev_ids, ev_labels, mesh: Mesh, cfg, device) -> float:
+    """Mean over eval sequences of the per-sequence mean answer-token loss (as the reference's
+    Trainer with eval batch 1); DP ranks split the rows, CP ranks the tokens of each row."""
+    model.eval()
+    total = torch.zeros(2, dtype=torch.float64, device=device)  # (sum of per-seq means, seqs)
+    rows = torch.arange(mesh.dp_rank, ev_ids.shape[0], mesh.dp)
+    with torch.no_grad():
+        for i in range(0, len(rows), cfg.eval_micro_batch_size):
+            r = rows[i : i + cfg.eval_micro_batch_size]
+            s, n = token_losses(model, ev_ids[r].to(device), ev_labels[r].to(device), mesh.cp_mesh)
+            if mesh.cp_mesh is not None:
+                sn = _all_reduce(torch.stack([s.double(), n.double()]), mesh.cp_mesh.get_group())
+                s, n = sn[0], sn[1]
+            keep = n > 0
+            total[0] += (s[keep].double() / n[keep].double()).sum()
+            total[1] += keep.sum()
+    _all_reduce(total, mesh.dp_group)
+    model.train()
+    return (total[0] / total[1]).item()
+
+
+def run(rt) -> bool:
+    """Train to the target; True when reached. Logs everything through rt.log."""
+    plan, log = rt.plan, rt.log
+    cfg = plan.cfg()
+    layout = plan.layout
+    log.header(plan, hyperparameters(cfg, layout))
+    device = torch.device(rt.device)
+    mesh = Mesh(rt, layout.cp)
+    train_file, eval_file = data.dataset_files(Path(plan.data_dir), cfg)
+    n_train, n_eval = data.check_columns(train_file), data.check_columns(eval_file)
+    model = build(rt, cfg, mesh)
+    params = M.trainable_parameters(model)
+    opt = torch.optim.AdamW(
+        params,
+        lr=cfg.lr_at(0),
+        betas=(cfg.opt_adamw_beta_1, cfg.opt_adamw_beta_2),
+        eps=cfg.opt_adamw_epsilon,
+        weight_decay=cfg.opt_adamw_weight_decay,
+    )
+    target = plan.target["eval_loss"]
+    log.event("train_samples", n_train)
+    log.event("eval_samples", n_eval)
+    log.init_stop()
+
+    log.run_start()
+    t_run = time.perf_counter()
+    tr_ids, tr_labels = data.load_split(train_file, cfg.max_sequence_length)
+    ev_ids, ev_labels = data.load_split(eval_file, cfg.max_sequence_length)
+    tr_labels, ev_labels = data.shift_labels(tr_labels), data.shift_labels(ev_labels)
+    if device.type == "cuda":
+        tr_ids, tr_labels = tr_ids.pin_memory(), tr_labels.pin_memory()
+    order = data.BatchOrder(n_train, cfg.global_batch_size, plan.seed + cfg.seed_offset)
+    mbs, ga = layout.micro_batch_size, layout.grad_accum
+    timings = open(Path(plan.run_dir) / "timings.jsonl", "w") if rt.is_rank0 else None
+    samples, slots, success = 0, 0, False
+    log.start("block_start", metadata={"samples_count": 0})
+    model.train()
+    try:
+        for step in range(cfg.max_steps):
+            if rt.stop_requested:
+                break
+            t0 = time.perf_counter()
+            idx = order.rank_batch(step, mesh.dp_rank, mesh.dp)
+            batches = [
+                (
+                    tr_ids[idx[j : j + mbs]].to(device, non_blocking=True),
+                    tr_labels[idx[j : j + mbs]].to(device, non_blocking=True),
+                )
+                for j in range(0, len(idx), mbs)
+            ]
+            t_data = time.perf_counter() - t0
+            loss_sum = torch.zeros((), device=device)
+            for ids, labels in batches:
+                s, n = token_losses(model, ids, labels, mesh.cp_mesh)
+                if mesh.cp_mesh is not None:  # the gradient flows through the local sum only
+                    n = _all_reduce(n.sum().detach().clone(), mesh.cp_mesh.get_group())
+                loss = s.sum() / n.sum().clamp(min=1) / ga
+                loss.backward()
+                loss_sum += loss.detach()
+            torch.nn.utils.clip_grad_norm_(params, cfg.opt_gradient_clip_norm)
+            for g in opt.param_groups:
+                g["lr"] = cfg.lr_at(step)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            samples += cfg.global_batch_size
+            rec = {"step": step, "data_wait_s": t_data}
+            if (step + 1) % cfg.eval_interval_steps == 0:
+                slots += 1
+                if slots > cfg.skip_evals:
+                    rec["loss"] = loss_sum.item()
+                    log.end("block_stop", metadata={"samples_count": samples})
+                    log.start("eval_start", metadata={"samples_count": samples})
+                    value = evaluate(model, ev_ids, ev_labels, mesh, cfg, device)
+                    log.event("eval_accuracy", value, metadata={"samples_count": samples})
+                    log.end("eval_stop", metadata={"samples_count": samples})
+                    if value <= target:
+                        success = True
+                        log.run_stop(True, metadata={"samples_count": samples})
+                        break
+                    log.start("block_start", metadata={"samples_count": samples})
+            if timings is not None:
+                dt = time.perf_counter() - t0
+                rec.update(step_time_s=dt, samples_per_s=cfg.global_batch_size / dt)
+                timings.write(json.dumps(rec) + "\n")
+        if not success:
+            log.end("block_stop", metadata={"samples_count": samples})
+            log.run_stop(False, metadata={"samples_count": samples})
+    finally:
+        if timings is not None:
+            timings.close()
+    rt.extra.update(samples=samples, run_s=time.perf_counter() - t_run)
+    return success

@@ -1,0 +1,229 @@
+"""llama2_70b_lora: config arithmetic, plans for the record systems, the fused-QKV model and its
+checkpoint loader, the data format, and bad input (one line, exit 2)."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks import get
+from benchmarks.llama2_70b_lora.config import Llama2LoraConfig
+from harness.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = dict(
+    num_layers=2,
+    hidden_size=64,
+    intermediate_size=128,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=64,
+    max_sequence_length=16,
+    precision="fp32",
+)
+
+
+def test_tiny_target_matches_tiny_rules():
+    rules = (REPO / "benchmarks/llama2_70b_lora/tiny_rules.yaml").read_text()
+    m = re.search(r"ATLEAST_ONE_CHECK: \"\(v\['value'\] <= ([0-9.]+)\)", rules)
+    assert m and float(m.group(1)) == get("llama2_70b_lora").quality[0].tiny
+    assert "v['value'] == 16" in rules  # the literal lora_rank check is kept
+
+
+@pytest.mark.parametrize("gbs,skip,interval", [(8, 3, 48), (16, 4, 24), (48, 8, 8), (128, 18, 3)])
+def test_eval_cadence_follows_the_rules(gbs, skip, interval):
+    c = Llama2LoraConfig(global_batch_size=gbs)
+    assert (c.skip_evals, c.eval_interval_steps) == (skip, interval)
+
+
+def test_cosine_schedule_and_warmup():
+    c = Llama2LoraConfig(opt_base_learning_rate=4e-4, opt_learning_rate_training_steps=100)
+    assert c.lr_at(0) == pytest.approx(4e-4) and c.lr_at(50) == pytest.approx(2e-4) and c.lr_at(100) == 0
+    w = Llama2LoraConfig(opt_learning_rate_warmup_factor=0.1, opt_learning_rate_training_steps=100)
+    assert (
+        w.warmup_steps == 10
+        and w.lr_at(4) == pytest.approx(4e-4 * 5 / 10)
+        and w.lr_at(10) == pytest.approx(4e-4)
+    )
+    assert Llama2LoraConfig().max_steps == 1024
+
+
+@pytest.mark.parametrize(
+    "system,dp,cp,gbs,lr,steps",
+    [
+        ("dgx-h100x1", 8, 1, 8, 5e-4, 896),
+        ("dgx-h200x1", 8, 1, 8, 5e-4, 1024),
+        ("dgx-h100x8", 8, 8, 8, 3.6e-4, 1024),
+        ("dgx-h100x128", 128, 8, 128, 6e-4, 1024),
+    ],
+)
+def test_full_size_plans_for_the_record_systems(system, dp, cp, gbs, lr, steps):
+    from harness.runner import resolve
+
+    r = resolve("llama2_70b_lora", system, runs=1, seed=1)
+    p = r.plans[0]
+    assert p.size == "full" and p.target == {"eval_loss": 0.925}
+    assert (p.layout.dp, p.layout.cp, p.layout.tp, p.layout.global_batch_size, p.layout.grad_accum) == (
+        dp,
+        cp,
+        1,
+        gbs,
+        1,
+    )
+    cfg = p.cfg()
+    assert (cfg.opt_base_learning_rate, cfg.opt_learning_rate_training_steps) == (lr, steps)
+    assert (cfg.lora_rank, cfg.lora_alpha, cfg.max_sequence_length, cfg.num_layers) == (16, 32, 8192, 80)
+    assert cfg.fp8 and cfg.activation_checkpointing and cfg.precision == "bf16"
+    assert cfg.skip_evals == int(0.125 * gbs + 2)
+
+
+def test_fixed_hyperparameter_override_is_refused_in_one_line(mlperf):
+    r = mlperf("run", "llama2_70b_lora", "--system", "dgx-h100x1", "--set", "lora_rank=8", "--dry-run")
+    assert r.returncode == 2
+    lines = [x for x in r.stderr.strip().splitlines() if x.strip()]
+    assert len(lines) == 1 and "lora_rank" in lines[0] and "fixed" in lines[0]
+
+
+def test_tensor_parallelism_is_refused():
+    from harness.runner import resolve
+
+    with pytest.raises(ConfigError, match="tensor_model_parallel_size"):
+        resolve("llama2_70b_lora", "dgx-h100x1", runs=1, seed=1, sets=("tensor_model_parallel_size=4",))
+
+
+def test_fused_qkv_attention_matches_split_llama_and_lora_targets():
+    import torch
+    from transformers import LlamaForCausalLM
+
+    from reference_impls.llama2_70b_lora import model as M
+
+    cfg = Llama2LoraConfig(**TINY)
+    torch.manual_seed(0)
+    ref = LlamaForCausalLM(M.llama_config(cfg)).eval()
+    fused = M.build_base(cfg).eval()
+    sd = ref.state_dict()
+    for i in range(cfg.num_layers):
+        p = f"model.layers.{i}.self_attn."
+        sd[p + "qkv_proj.weight"] = torch.cat(
+            [sd.pop(p + n + ".weight") for n in ("q_proj", "k_proj", "v_proj")]
+        )
+    fused.load_state_dict(sd)
+    x = torch.randint(0, 64, (2, 16))
+    assert torch.allclose(ref(input_ids=x).logits, fused(input_ids=x).logits, atol=1e-5)
+    peft = M.apply_lora(fused, cfg)
+    names = [n for n, p in peft.named_parameters() if p.requires_grad]
+    assert names and all((".qkv_proj.lora_" in n or ".o_proj.lora_" in n) for n in names)
+    assert len(names) == 4 * cfg.num_layers  # A and B on qkv_proj and o_proj per layer
+
+
+def test_checkpoint_loader_fuses_split_qkv(tmp_path):
+    import torch
+    from safetensors.torch import save_file
+    from transformers import LlamaForCausalLM
+
+    from reference_impls.llama2_70b_lora import model as M
+
+    cfg = Llama2LoraConfig(**TINY)
+    ref = LlamaForCausalLM(M.llama_config(cfg)).eval()
+    (tmp_path / "config.json").write_text(json.dumps(ref.config.to_dict(), default=str))
+    save_file({k: v.contiguous() for k, v in ref.state_dict().items()}, str(tmp_path / "model.safetensors"))
+    fused = M.build_base(cfg)
+    M.load_base_weights(fused, tmp_path)
+    x = torch.randint(0, 64, (1, 16))
+    assert torch.allclose(ref(input_ids=x).logits, fused.eval()(input_ids=x).logits, atol=1e-5)
+    M.check_checkpoint_config(tmp_path, cfg)
+    with pytest.raises(ConfigError, match="hidden_size=64"):
+        M.check_checkpoint_config(tmp_path, Llama2LoraConfig(**{**TINY, "hidden_size": 128}))
+
+
+def test_missing_checkpoint_dir_is_one_line(tmp_path):
+    from reference_impls.llama2_70b_lora import model as M
+
+    with pytest.raises(ConfigError, match=r"base checkpoint directory .* does not exist") as e:
+        M.checkpoint_files(tmp_path / "nope")
+    assert "\n" not in str(e.value)
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text("{}")
+    with pytest.raises(ConfigError, match="no \\*.safetensors"):
+        M.checkpoint_files(tmp_path / "m")
+
+
+def test_dataset_columns_and_missing_files(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from reference_impls.llama2_70b_lora import data
+
+    cfg = Llama2LoraConfig(**TINY)
+    with pytest.raises(ConfigError, match="train-00000-of-00001.parquet is missing"):
+        data.dataset_files(tmp_path, cfg)
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"text": ["a"], "labels": [[1]]}), bad)
+    with pytest.raises(ConfigError, match="missing column\\(s\\) input_ids"):
+        data.check_columns(bad)
+    (tmp_path / "junk.parquet").write_text("not parquet")
+    with pytest.raises(ConfigError, match="not a readable parquet"):
+        data.check_columns(tmp_path / "junk.parquet")
+    good = tmp_path / "good.parquet"
+    pq.write_table(pa.table({"input_ids": [[5, 6, 7], [8, 9]], "labels": [[-100, 6, 7], [-100, 9]]}), good)
+    ids, labels = data.load_split(good, 4)
+    assert ids.tolist() == [[5, 6, 7, 0], [8, 9, 0, 0]]
+    assert data.shift_labels(labels).tolist() == [[6, 7, -100, -100], [9, -100, -100, -100]]
+
+
+def test_batch_order_is_deterministic_and_split_over_ranks():
+    from reference_impls.llama2_70b_lora.data import BatchOrder
+
+    a, b = BatchOrder(10, 4, seed=3), BatchOrder(10, 4, seed=3)
+    assert a.global_batch(2).tolist() == b.global_batch(2).tolist()
+    seen = [i for s in range(5) for i in a.global_batch(s).tolist()]
+    assert sorted(seen[:10]) == list(range(10)) and sorted(seen[10:20]) == list(range(10))
+    assert a.rank_batch(1, 1, 2).tolist() == a.global_batch(1)[2:].tolist()
+
+
+def _tiny_plan(tmp_path, data_dir):
+    from harness.runner import make_plans
+
+    return make_plans(
+        "llama2_70b_lora", "cpu-local", seed=5, results_dir=tmp_path / "res", data_dir=data_dir
+    )[0]
+
+
+def test_manifest_is_torch_free_and_detects_unprepared(tmp_path):
+    code = "import sys, reference_impls.llama2_70b_lora.manifest; assert 'torch' not in sys.modules"
+    assert subprocess.run([sys.executable, "-c", code], cwd=REPO).returncode == 0
+    from reference_impls.llama2_70b_lora.manifest import is_prepared
+
+    assert not is_prepared(_tiny_plan(tmp_path, tmp_path / "data"))
+
+
+def test_entrypoint_exits_2_with_one_line_when_the_checkpoint_is_missing(tmp_path):
+    from reference_impls.llama2_70b_lora import data
+    from reference_impls.llama2_70b_lora.prepare import write_split
+
+    plan = _tiny_plan(tmp_path, tmp_path / "data")
+    ds = tmp_path / "data" / "gov_report"
+    rows = [([1, 5, 3, 7, 2], [-100, -100, -100, 7, 2])] * 4
+    write_split(ds / data.TRAIN_FILE, rows)
+    write_split(ds / data.EVAL_FILE, rows)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reference_impls.llama2_70b_lora",
+            "--plan",
+            str(Path(plan.run_dir) / "plan.json"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, HF_HUB_OFFLINE="1"),
+        timeout=300,
+    )
+    assert r.returncode == 2, r.stderr[-2000:]
+    err = [x for x in r.stderr.splitlines() if x.startswith("error:")]
+    assert len(err) == 1 and "base checkpoint directory" in err[0] and "does not exist" in err[0]
