@@ -277,12 +277,14 @@ def run(rt) -> bool:
     train, valid = data.build_datasets(data_dir, cfg, plan.size, plan.seed + cfg.seed_offset, cache_dir=cache)
     log.event("eval_samples", cfg.eval_samples)
     stepper = Stepper(model, optimizer, scheduler, tcfg, cfg, layout, rt.device)
-    val_batches = eval_microbatches(valid, data_rank(layout), layout.dp, layout.micro_batch_size)
     ck = run_checkpointer(rt)
     resumed_step = resume(ck, rt, model, optimizer, scheduler) if plan.resume_from else 0
     timings = Timings(Path(plan.run_dir) / "timings.jsonl" if rt.is_rank0 else None, append=resumed_step > 0)
     log.init_stop()
     log.run_start()
+    # Token reads start the clock (the rules time everything that touches the dataset; building
+    # the index above reads document lengths only, which is metadata).
+    val_batches = eval_microbatches(valid, data_rank(layout), layout.dp, layout.micro_batch_size)
 
     seq, gbs = cfg.max_sequence_length, cfg.global_batch_size
     every = cfg.eval_interval_steps
