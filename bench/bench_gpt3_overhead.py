@@ -44,7 +44,6 @@ def main() -> int:
     import torch.distributed as dist
 
     from harness.runner import make_plans
-    from reference_impls.gpt3 import __main__ as entry
     from reference_impls.gpt3 import data, manifest, prepare, train
     from reference_impls.gpt3 import model as gmodel
 
@@ -56,7 +55,6 @@ def main() -> int:
     )[0]
     if not manifest.is_prepared(plan):
         prepare.prepare(plan, log=lambda m: print(m, file=sys.stderr))
-    entry._mllog_compat()
     from harness.mllog import MLLog
 
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")

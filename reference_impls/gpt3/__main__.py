@@ -20,7 +20,6 @@ def main(argv: list[str] | None = None) -> int:
     from harness.train import runtime
     from reference_impls.gpt3 import train
 
-    _mllog_compat()
     rt = runtime.start(args.plan)
     success, code = False, None
     try:
@@ -34,15 +33,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         rc = rt.finish(success)
     return rc if code is None or rc == 130 else code
-
-
-def _mllog_compat() -> None:
-    # TODO(lead): harness/mllog.py calls `mllog.MLLogger`, which mlperf-logging 4.1.68 exposes only
-    # as `mllog.mllog.MLLogger`; remove this once harness/mllog.py imports it from there.
-    from mlperf_logging import mllog
-
-    if not hasattr(mllog, "MLLogger"):
-        mllog.MLLogger = mllog.mllog.MLLogger
 
 
 if __name__ == "__main__":
