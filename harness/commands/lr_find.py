@@ -1,0 +1,113 @@
+"""`mlperf lr-find BENCH --system NAME`: LR range test, plotted, with a suggested LR."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from harness.errors import OK
+
+
+@click.command("lr-find")
+@click.argument("benchmark")
+@click.option("--system", default="cpu-local", show_default=True, help="System name from systems/.")
+@click.option(
+    "--size", type=click.Choice(["tiny", "full"]), help="Default: tiny on CPU systems, full elsewhere."
+)
+@click.option("--steps", default=300, show_default=True, help="Steps of the exponential sweep.")
+@click.option("--min-lr", default=1e-5, show_default=True, type=float)
+@click.option("--max-lr", default=1.0, show_default=True, type=float)
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option(
+    "--results-dir",
+    default="results",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Artifacts go to RESULTS_DIR/lr-find/<bench>/<system>/<stamp>/ (never the submission tree).",
+)
+@click.option("--out-dir", type=click.Path(file_okay=False), help="Exact folder for the artifacts instead.")
+@click.option("--data-dir", type=click.Path(file_okay=False), help="Dataset folder (as for `mlperf run`).")
+@click.option(
+    "--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a config value (repeatable)."
+)
+@click.option("--nproc-per-node", type=int, help="Processes per node (default: the system's).")
+@click.option("--launcher", type=click.Choice(["local", "torchrun", "slurm"]), help="Override the launcher.")
+@click.option("--no-plot", is_flag=True, help="Skip the PNG.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+def lr_find(
+    benchmark,
+    system,
+    size,
+    steps,
+    min_lr,
+    max_lr,
+    seed,
+    results_dir,
+    out_dir,
+    data_dir,
+    sets,
+    nproc_per_node,
+    launcher,
+    no_plot,
+    as_json,
+):
+    """Sweep the learning rate exponentially from --min-lr to --max-lr over --steps steps (from the
+    run's starting checkpoint), smooth the loss, plot loss vs LR and suggest a peak LR (half the
+    LR at the smoothed minimum; see harness/lr_find.py). Use it with `mlperf run BENCH --set opt_base_learning_rate=LR`."""
+    from harness import lr_find as lf
+
+    res = lf.run(
+        benchmark,
+        system,
+        size,
+        steps,
+        min_lr,
+        max_lr,
+        seed,
+        results_dir,
+        sets,
+        nproc_per_node,
+        data_dir,
+        launcher,
+        out_dir,
+        make_plot=not no_plot,
+    )
+    if as_json:
+        doc = {"schema_version": 1, **res.to_dict()}
+        click.echo(json.dumps(doc, indent=2))
+        return OK
+    from rich.table import Table
+
+    from harness.ui import out as _out
+
+    out = _out()
+    t = Table(title=f"LR range test: {res.benchmark} on {res.system} ({res.steps_run} steps)")
+    t.add_column("lr", justify="right")
+    t.add_column("loss", justify="right")
+    t.add_column("smoothed", justify="right")
+    n = len(res.lrs)
+    for i in sorted({int(k * (n - 1) / 12) for k in range(13)}):
+        raw, sm = res.losses[i], res.smoothed[i]
+        t.add_row(
+            f"{res.lrs[i]:.3g}", "-" if raw is None else f"{raw:.4f}", "-" if sm is None else f"{sm:.4f}"
+        )
+    out.print(t)
+    if res.suggested_lr:
+        out.print(
+            f"suggested LR: {res.suggested_lr:.3g} (minimum of the smoothed loss at {res.lr_at_min:.3g} / 2; "
+            f"steepest descent at {res.steepest_lr:.3g}; configured {res.configured_lr:.3g})"
+            if res.steepest_lr
+            else f"suggested LR: {res.suggested_lr:.3g} (minimum at {res.lr_at_min:.3g} / 2)",
+            markup=False,
+        )
+        out.print(
+            f"try: mlperf run {res.benchmark} --system {res.system} --set opt_base_learning_rate={res.suggested_lr:.3g}",
+            markup=False,
+        )
+    for note in res.notes:
+        out.print(f"note: {note}", markup=False)
+    if res.png:
+        out.print(f"plot: {res.png}", markup=False)
+    out.print(f"artifacts: {res.out_dir}", markup=False)
+    return OK
