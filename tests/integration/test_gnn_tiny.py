@@ -20,7 +20,7 @@ def data_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("gnn-data")
 
 
-def _plan(tmp_path, data_dir, seed, nproc=None):
+def _plan(tmp_path, data_dir, seed, nproc=None, sets=()):
     plan = make_plans(
         "gnn",
         "cpu-local",
@@ -29,6 +29,7 @@ def _plan(tmp_path, data_dir, seed, nproc=None):
         results_dir=tmp_path / "results",
         nproc_per_node=nproc,
         data_dir=data_dir,
+        sets=sets,
     )[0]
     if not manifest.is_prepared(plan):
         prepare.prepare(plan)
@@ -41,26 +42,27 @@ def _events(log: Path) -> list[dict]:
     ]
 
 
+def _checker(log: Path) -> subprocess.CompletedProcess:
+    """The official compliance checker with the tiny rules, as `mlperf check` runs it."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "mlperf_logging.compliance_checker",
+        "--usage",
+        "training",
+        "--ruleset",
+        "4.0.0",
+        "--config",
+        str(REPO / "benchmarks" / "tiny_common.yaml"),
+        "--log_output",
+        "/dev/null",
+        str(log),
+    ]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
 def _check(log: Path):
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mlperf_logging.compliance_checker",
-            "--usage",
-            "training",
-            "--ruleset",
-            "4.0.0",
-            "--config",
-            str(REPO / "benchmarks" / "tiny_common.yaml"),
-            "--log_output",
-            "/dev/null",
-            str(log),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = _checker(log)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
 
@@ -131,3 +133,23 @@ def test_two_ranks_ddp_over_gloo_reach_the_target(tmp_path, data_dir):
     assert sum(e["key"] == "run_start" for e in events) == 1  # rank 0 alone writes the log
     assert next(e["value"] for e in events if e["key"] == "gradient_accumulation_steps") == 1
     _assert_converged(plan)
+
+
+def test_target_not_reached_exits_3_with_an_aborted_log(tmp_path, data_dir):
+    plan = _plan(tmp_path, data_dir, seed=5, sets=("max_epochs=0.05",))  # 3 steps, one evaluation
+    r = subprocess.run(
+        [sys.executable, "-m", "reference_impls.gnn", "--plan", str(Path(plan.run_dir) / "plan.json")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+    )
+    assert r.returncode == 3, r.stderr[-3000:]
+    events = _events(Path(plan.log_path))
+    assert [e["metadata"]["epoch_num"] for e in events if e["key"] == "eval_accuracy"] == [0.05]
+    assert events[-1]["key"] == "run_stop" and events[-1]["metadata"]["status"] == "aborted"
+    r = _checker(Path(plan.log_path))
+    # Like the official closed_gnn.yaml, the tiny rules want one accuracy >= 0.72: only that check fails.
+    assert r.returncode == 1
+    failed = [ln for ln in (r.stdout + r.stderr).splitlines() if "Failed checks" in ln]
+    assert len(failed) == 1 and "eval_accuracy" in failed[0] and ">= 0.72" in failed[0]
