@@ -11,8 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from harness.progress import read_events
 from harness.results import writer
 
@@ -57,8 +55,9 @@ def _result_folder(results: Path) -> Path:
     return writer.result_dir(results, systems.load("cpu-local").submitter, "cpu-local", "gpt3")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_signal_stops_at_step_boundary_logs_aborted_exits_130(tmp_path, sig):
+def test_sigterm_stops_at_step_boundary_logs_aborted_exits_130(tmp_path, sig=signal.SIGTERM):
+    """SIGTERM to `mlperf run` (kill, scancel, a CI timeout) takes the Ctrl-C path. (SIGINT is
+    tested on real 2-rank gpt3 in test_gpt3_resume.py.)"""
     ready = tmp_path / "ready"
     p = _driver(tmp_path / "results", TOY_STEPS=100000, TOY_READY_FILE=ready)
     _wait_for(ready.exists, proc=p)
