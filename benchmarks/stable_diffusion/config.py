@@ -1,0 +1,148 @@
+"""Typed Stable Diffusion v2 config. Defaults are the reference (full size); configs/tiny.yaml shrinks it.
+
+Closed-rule arithmetic (training_rules v4.0; NVIDIA's `LEARNING_RATE = BASE_LR x GBS`):
+    LR              = base_lr_per_image x GBS          e.g. 1e-7 x 512 = 5.12e-5 (logged opt_base_learning_rate)
+    checkpoint      = every ceil(512000 / GBS) steps   e.g. GBS 512 -> 1000 steps, GBS 2048 -> 250 steps
+    warmup          = 1000 steps (linear from 0), tunable
+    AdamW           = (0.9, 0.999), eps 1e-8, weight decay 0.01, fixed
+The quality target (FID <= 90 and CLIP >= 0.15 at the same checkpoint) is in benchmark.yaml.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from benchmarks.base import BenchmarkConfig
+
+
+class StableDiffusionConfig(BenchmarkConfig):
+    global_batch_size: int = Field(512, ge=1)
+    """Images per optimizer step across all ranks (logged `global_batch_size`; RCPs at 512, 1024, 2048)."""
+
+    # ---- UNet (diffusers UNet2DConditionModel, SD v2 layout) --------------------------------
+    unet_block_out_channels: list[int] = [320, 640, 1280, 1280]
+    """Channels per resolution level (SD v2: 320 x (1, 2, 4, 4)). Every level but the last has cross-attention."""
+    unet_layers_per_block: int = Field(2, ge=1)
+    """ResNet blocks per level (num_res_blocks)."""
+    unet_attention_head_dim: list[int] = [5, 10, 20, 20]
+    """Attention heads per level, in diffusers' naming (SD v2: 64 channels per head)."""
+    unet_norm_num_groups: int = Field(16, ge=1)
+    """GroupNorm groups in the UNet: 16, as the MLPerf reference (SD v2 itself uses 32)."""
+    cross_attention_dim: int = Field(1024, ge=8)
+    """Width of the text embedding the UNet attends to (OpenCLIP ViT-H/14: 1024)."""
+    latent_channels: int = Field(4, ge=1)
+    latent_size: int = Field(64, ge=2)
+    """Latent height = width (512 px images / VAE factor 8 = 64)."""
+    vae_scale_factor: float | None = 0.18215
+    """Latents are (sample - vae_shift_factor) x vae_scale_factor. None: read from the tiny VAE's config."""
+    vae_shift_factor: float | None = 0.0
+    """Subtracted before scaling (SD v2: 0). None: read from the tiny VAE's config."""
+
+    # ---- frozen text encoder ------------------------------------------------------------------
+    text_encoder: Literal["openclip-vit-h-14", "tiny-clip"] = "openclip-vit-h-14"
+    """Full: OpenCLIP ViT-H/14 (laion2b_s32b_b79k), penultimate layer. Tiny: a fixed-seed CLIPTextModel."""
+    text_max_length: int = Field(77, ge=2)
+    """Tokens per caption, padded/truncated."""
+
+    # ---- diffusion ----------------------------------------------------------------------------
+    num_train_timesteps: int = 1000
+    beta_start: float = 0.00085
+    beta_end: float = 0.012
+    """Scaled-linear betas 0.00085 -> 0.012 over 1000 DDPM steps."""
+    prediction_type: Literal["v_prediction"] = "v_prediction"
+
+    # ---- optimizer and schedule (log keys) ----------------------------------------------------
+    opt_name: str = "adamw"
+    base_lr_per_image: float = Field(1.25e-7, gt=0)
+    """NVIDIA's BASE_LR: the LR is this times GBS (reference 1.25e-7; NVIDIA records 1e-7, 1.2e-7, 8e-8)."""
+    opt_base_learning_rate: float | None = None
+    """Peak LR after warmup; default base_lr_per_image x global_batch_size."""
+    opt_learning_rate_warmup_steps: int = Field(1000, ge=0)
+    """Linear warmup from 0 to the peak LR, then constant."""
+    opt_adamw_beta_1: float = 0.9
+    opt_adamw_beta_2: float = 0.999
+    opt_adamw_epsilon: float = 1.0e-8
+    opt_adamw_weight_decay: float = 0.01
+
+    # ---- data, checkpoints, evaluation --------------------------------------------------------
+    train_samples: int = 6513144
+    """Training images (logged `train_samples`): the LAION-400M CC-BY subset as VAE moments."""
+    eval_samples: int = 30000
+    """COCO-2014 validation captions scored per checkpoint (logged `eval_samples`)."""
+    train_shards: str = "laion-400m/webdataset-moments-filtered"
+    """Folder under the data dir with webdataset tars of `<key>.npy` moments + `<key>.txt` captions."""
+    eval_captions: str = "coco2014/val2014_30k.tsv"
+    """TSV (image_id, id, caption) of the evaluation prompts, under the data dir."""
+    fid_stats: str = "coco2014/val2014_512x512_30k_stats.npz"
+    """Reference FID statistics (mu, sigma) of the real evaluation images, under the data dir."""
+    sd_checkpoint: str = "checkpoints/sd/512-base-ema.ckpt"
+    """Frozen VAE (+ text encoder) weights; tiny: `checkpoints/tiny/vae` written by prepare."""
+    clip_text_checkpoint: str = "checkpoints/clip/open_clip_pytorch_model.bin"
+    """OpenCLIP ViT-H/14 weights: the frozen text encoder and the CLIP-score model."""
+    inception_checkpoint: str = "checkpoints/inception/pt_inception-2015-12-05-6726825d.pth"
+    """FID Inception weights (pytorch-fid). Never downloaded: a missing file is an error."""
+    checkpoint_every_images: int = Field(512000, ge=1)
+    """Save (and score) a checkpoint every ceil(checkpoint_every_images / GBS) steps."""
+    eval_start_images: int = Field(0, ge=0)
+    """Score only checkpoints at or after this many images (NVIDIA's INFER_START_STEP x GBS)."""
+    train_samples_cap: int = Field(10_240_000, ge=1)
+    """Stop (aborted) after this many images without reaching the target (NVIDIA: CONFIG_MAX_STEPS x GBS)."""
+    eval_batch_size: int = Field(32, ge=1)
+    """Prompts per sampling batch per rank."""
+    sampling_steps: int = Field(50, ge=1)
+    """DDIM steps per generated image (reference 50, eta 0)."""
+    sampling_timestep_spacing: Literal["leading", "trailing"] = "leading"
+    """DDIM timesteps: 'leading' = the reference's uniform 1, 21, ..., 981; 'trailing' starts at 999 (few steps)."""
+    guidance_scale: float = 8.0
+    """Classifier-free guidance scale at evaluation (reference 8.0; 1.0 = no guidance)."""
+    eval_seed: int = 2023
+    """Seed of the evaluation noise (the same images for every checkpoint)."""
+
+    # ---- GPU-only optimisations ---------------------------------------------------------------
+    flash_attention: bool = False
+    """Flash attention through PyTorch SDPA's flash kernel (NVIDIA: FLASH_ATTENTION=True)."""
+    channels_last: bool = False
+    """UNet activations in NHWC memory format."""
+    distributed_optimizer: bool = False
+    """Shard AdamW state over DP ranks (ZeroRedundancyOptimizer; NVIDIA: distributed_fused_adam)."""
+    precision: Literal["fp32", "fp16", "bf16"] = "fp16"
+    """UNet compute dtype under autocast (reference: fp16 AMP); the CPU path runs fp32."""
+
+    GPU_ONLY: ClassVar[tuple[str, ...]] = (
+        "fp8",
+        "cuda_graphs",
+        "flash_attention",
+        "channels_last",
+        "distributed_optimizer",
+    )
+    SUPPORTS: ClassVar[tuple[str, ...]] = ()
+
+    @model_validator(mode="after")
+    def _derive(self):
+        if self.opt_base_learning_rate is None:
+            lr = float(f"{self.base_lr_per_image * self.global_batch_size:.6g}")
+            object.__setattr__(self, "opt_base_learning_rate", lr)  # frozen model: fill once
+        levels = len(self.unet_block_out_channels)
+        if levels < 2:
+            raise ValueError("unet_block_out_channels needs at least 2 levels")
+        if len(self.unet_attention_head_dim) != levels:
+            raise ValueError(
+                f"unet_attention_head_dim has {len(self.unet_attention_head_dim)} entries for "
+                f"{levels} levels in unet_block_out_channels"
+            )
+        bad = [c for c in self.unet_block_out_channels if c % self.unet_norm_num_groups]
+        if bad:
+            raise ValueError(
+                f"unet_block_out_channels {bad} not divisible by unet_norm_num_groups "
+                f"{self.unet_norm_num_groups}"
+            )
+        if self.latent_size % 2 ** (levels - 1):
+            raise ValueError(f"latent_size {self.latent_size} does not halve {levels - 1} times")
+        return self
+
+    @property
+    def checkpoint_interval_steps(self) -> int:
+        return math.ceil(self.checkpoint_every_images / self.global_batch_size)

@@ -1,0 +1,194 @@
+"""The SD v2 pieces: UNet (trained), frozen VAE and text encoder, noise schedules, AdamW.
+
+Full size: diffusers `UNet2DConditionModel` in the SD v2 layout (320 x (1, 2, 4, 4), 2 ResNets per
+level, linear-projection transformers, cross-attention to 1024-wide OpenCLIP ViT-H/14 penultimate
+states, GroupNorm 16 as the MLPerf reference), v-prediction on 64x64x4 latents, DDPM 1000 steps with
+scaled-linear betas 0.00085 -> 0.012. The VAE and text encoder come from local files only.
+Tiny size: the same classes, small (configs/tiny.yaml); the VAE, a word-level tokenizer and a
+fixed-seed `CLIPTextModel` are written by `prepare`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from harness.errors import ConfigError
+
+UNCOND = ""  # the empty prompt: classifier-free guidance's unconditional branch
+
+
+def build_unet(cfg):
+    from diffusers import UNet2DConditionModel
+
+    levels = len(cfg.unet_block_out_channels)
+    # SD v2: cross-attention at every level but the lowest resolution.
+    down = ("CrossAttnDownBlock2D",) * (levels - 1) + ("DownBlock2D",)
+    up = ("UpBlock2D",) + ("CrossAttnUpBlock2D",) * (levels - 1)
+    return UNet2DConditionModel(
+        sample_size=cfg.latent_size,
+        in_channels=cfg.latent_channels,
+        out_channels=cfg.latent_channels,
+        layers_per_block=cfg.unet_layers_per_block,
+        block_out_channels=tuple(cfg.unet_block_out_channels),
+        down_block_types=down,
+        up_block_types=up,
+        cross_attention_dim=cfg.cross_attention_dim,
+        attention_head_dim=tuple(cfg.unet_attention_head_dim),
+        use_linear_projection=True,
+        norm_num_groups=cfg.unet_norm_num_groups,
+    )
+
+
+def noise_scheduler(cfg):
+    from diffusers import DDPMScheduler
+
+    return DDPMScheduler(
+        num_train_timesteps=cfg.num_train_timesteps,
+        beta_schedule="scaled_linear",
+        beta_start=cfg.beta_start,
+        beta_end=cfg.beta_end,
+        prediction_type=cfg.prediction_type,
+    )
+
+
+def sampler(cfg):
+    from diffusers import DDIMScheduler
+
+    return DDIMScheduler.from_config(
+        noise_scheduler(cfg).config,
+        timestep_spacing=cfg.sampling_timestep_spacing,
+        steps_offset=1 if cfg.sampling_timestep_spacing == "leading" else 0,
+    )
+
+
+def optimizer(cfg, params):
+    return torch.optim.AdamW(
+        params,
+        lr=cfg.opt_base_learning_rate,
+        betas=(cfg.opt_adamw_beta_1, cfg.opt_adamw_beta_2),
+        eps=cfg.opt_adamw_epsilon,
+        weight_decay=cfg.opt_adamw_weight_decay,
+    )
+
+
+def lr_at(cfg, step: int) -> float:
+    """Linear warmup from 0 over opt_learning_rate_warmup_steps, then constant (the reference's schedule)."""
+    w = cfg.opt_learning_rate_warmup_steps
+    return cfg.opt_base_learning_rate * (min(1.0, step / w) if w else 1.0)
+
+
+def _need(path: Path, what: str, origin: str) -> Path:
+    if not path.exists():
+        raise ConfigError(f"{path}: missing {what} ({origin})")
+    return path
+
+
+TINY_ORIGIN = (
+    "run `mlperf prepare stable_diffusion --size tiny` or python -m reference_impls.stable_diffusion.prepare"
+)
+
+
+def latent_factors(cfg, data_dir: str) -> tuple[float, float]:
+    """(shift, scale) with latents = (sample - shift) x scale; tiny reads them from the prepared VAE config."""
+    if cfg.vae_scale_factor is not None and cfg.vae_shift_factor is not None:
+        return cfg.vae_shift_factor, cfg.vae_scale_factor
+    conf = _need(Path(data_dir) / cfg.sd_checkpoint / "config.json", "tiny VAE config", TINY_ORIGIN)
+    c = json.loads(conf.read_text())
+    shift = cfg.vae_shift_factor if cfg.vae_shift_factor is not None else c.get("shift_factor") or 0.0
+    scale = cfg.vae_scale_factor if cfg.vae_scale_factor is not None else c["scaling_factor"]
+    return float(shift), float(scale)
+
+
+def load_vae(cfg, data_dir: str):
+    """The frozen VAE (only its decoder is used: training reads precomputed moments)."""
+    from diffusers import AutoencoderKL
+
+    path = Path(data_dir) / cfg.sd_checkpoint
+    if cfg.text_encoder == "tiny-clip":
+        _need(path / "config.json", "tiny VAE", TINY_ORIGIN)
+        vae = AutoencoderKL.from_pretrained(path)
+    else:
+        _need(
+            path,
+            "Stable Diffusion checkpoint (VAE)",
+            "512-base-ema.ckpt from stabilityai/stable-diffusion-2-base; mlcommons/training "
+            "stable_diffusion/scripts/checkpoints/download_sd.sh",
+        )
+        try:
+            vae = AutoencoderKL.from_single_file(str(path), local_files_only=True)
+        except Exception as e:  # noqa: BLE001 - diffusers raises many types; one line for the user
+            raise ConfigError(
+                f"{path}: cannot load the SD v2 VAE offline ({type(e).__name__}: "
+                f"{str(e).splitlines()[0][:200]})"
+            ) from None
+    return vae.eval().requires_grad_(False)
+
+
+class TinyTokenizer:
+    """Word-level tokenizer over the tiny captions' words (CLIP's BOS/EOS/pad conventions)."""
+
+    BOS, EOS, PAD = 0, 1, 2
+
+    def __init__(self, vocab: dict[str, int], max_length: int):
+        self.vocab, self.max_length = vocab, max_length
+
+    def __call__(self, captions: list[str]) -> torch.Tensor:
+        ids = torch.full((len(captions), self.max_length), self.PAD, dtype=torch.long)
+        for i, c in enumerate(captions):
+            words = [self.vocab[w] for w in c.lower().split() if w in self.vocab]
+            toks = ([self.BOS] + words + [self.EOS])[: self.max_length]
+            ids[i, : len(toks)] = torch.tensor(toks)
+        return ids
+
+
+class TextEncoder(torch.nn.Module):
+    """Frozen caption encoder: penultimate-layer hidden states (B, T, cross_attention_dim)."""
+
+    def __init__(self, cfg, data_dir: str):
+        super().__init__()
+        path = Path(data_dir) / cfg.clip_text_checkpoint
+        self.kind = cfg.text_encoder
+        if self.kind == "tiny-clip":
+            from transformers import CLIPTextModel
+
+            vocab = json.loads(
+                _need(path / "vocab.json", "tiny text encoder vocabulary", TINY_ORIGIN).read_text()
+            )
+            self.tokenize = TinyTokenizer(vocab, cfg.text_max_length)
+            self.model = CLIPTextModel.from_pretrained(path)
+        else:
+            _need(
+                path,
+                "OpenCLIP ViT-H/14 weights",
+                "laion2b_s32b_b79k open_clip_pytorch_model.bin; mlcommons/training "
+                "stable_diffusion/scripts/checkpoints/download_clip.sh",
+            )
+            try:
+                import open_clip
+            except ImportError:
+                raise ConfigError(
+                    "full-size stable_diffusion needs the open_clip package on the GPU host "
+                    "(pip install open-clip-torch) for the ViT-H/14 text encoder"
+                ) from None
+            model, _, _ = open_clip.create_model_and_transforms("ViT-H-14", pretrained=str(path))
+            del model.visual
+            self.model = model
+            self.tokenize = open_clip.get_tokenizer("ViT-H-14")
+        self.eval().requires_grad_(False)
+
+    @torch.no_grad()
+    def forward(self, captions: list[str]) -> torch.Tensor:
+        dev = next(self.model.parameters()).device
+        ids = self.tokenize(list(captions)).to(dev)
+        if self.kind == "tiny-clip":
+            return self.model(ids, output_hidden_states=True).hidden_states[-2]
+        m = self.model  # open_clip: run the transformer and stop one block early (penultimate layer)
+        x = m.token_embedding(ids) + m.positional_embedding
+        x = x.permute(1, 0, 2) if not getattr(m.transformer, "batch_first", False) else x
+        for blk in m.transformer.resblocks[:-1]:
+            x = blk(x, attn_mask=m.attn_mask)
+        x = x.permute(1, 0, 2) if not getattr(m.transformer, "batch_first", False) else x
+        return m.ln_final(x)

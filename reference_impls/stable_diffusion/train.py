@@ -1,0 +1,264 @@
+"""The Stable Diffusion training loop: v-prediction on VAE latents, checkpoints scored untimed.
+
+Timeline (as the reference and NVIDIA's published logs):
+    header .. init_stop, run_start
+    block_start{samples_count: s} .. block_stop{samples_count: s + K}     K = checkpoint_every_images
+    (checkpoint saved; scored if s + K >= eval_start_images)
+        eval_start, eval_accuracy{metric: FID}, eval_accuracy{metric: CLIP}, eval_stop
+    ...
+    run_stop{status: success}, time_ms back-dated to the first passing checkpoint
+Scoring is untimed: the reference scores checkpoints offline after training. Here a checkpoint is
+scored where it is saved, and the scoring time is taken out of the training clock: every training
+event (block_*, run_stop) is stamped `wall time - time spent scoring so far`, as if the scoring ran
+on another machine; eval_* lines carry their real wall time (so they come after run_stop in time,
+like NVIDIA's). Training stops at the first passing checkpoint once >= 2 checkpoints are scored
+(the checker needs two points), or at train_samples_cap (aborted).
+Per-step timings go to <run_dir>/timings.jsonl; the loss is only read back at checkpoints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from harness.mllog import now_ms
+from reference_impls.stable_diffusion import data, metrics, model
+
+
+def _hyperparameters(plan, cfg) -> dict:
+    return {
+        "global_batch_size": cfg.global_batch_size,
+        "gradient_accumulation_steps": plan.layout.grad_accum,
+        "opt_name": cfg.opt_name,
+        "opt_adamw_beta_1": cfg.opt_adamw_beta_1,
+        "opt_adamw_beta_2": cfg.opt_adamw_beta_2,
+        "opt_adamw_epsilon": cfg.opt_adamw_epsilon,
+        "opt_adamw_weight_decay": cfg.opt_adamw_weight_decay,
+        "opt_base_learning_rate": cfg.opt_base_learning_rate,
+        "opt_learning_rate_warmup_steps": cfg.opt_learning_rate_warmup_steps,
+    }
+
+
+class Evaluator:
+    """Generate one image per evaluation prompt (fixed noise), score FID and CLIP over all ranks."""
+
+    def __init__(self, cfg, plan, rt, vae, text, shift: float, scale: float):
+        self.cfg, self.rt, self.vae, self.text, self.shift, self.scale = cfg, rt, vae, text, shift, scale
+        prompts = [c for _, c in data.eval_prompts(cfg, plan.data_dir)]
+        self.prompts = prompts[rt.rank :: rt.world_size]
+        self.mu, self.sigma = data.fid_stats(cfg, plan.data_dir)
+        self.scorer = metrics.scorer(cfg, plan.data_dir, rt.device)
+        self.sampler = model.sampler(cfg)
+        g = torch.Generator().manual_seed(cfg.eval_seed)  # same noise for every checkpoint and run
+        shape = (len(prompts), cfg.latent_channels, cfg.latent_size, cfg.latent_size)
+        self.noise = torch.randn(shape, generator=g)[rt.rank :: rt.world_size]
+
+    @torch.no_grad()
+    def __call__(self, unet, autocast) -> tuple[float, float]:
+        cfg, dev = self.cfg, self.rt.device
+        unet.eval()
+        feats, agree = [], 0.0
+        for i in range(0, len(self.prompts), cfg.eval_batch_size):
+            caps = self.prompts[i : i + cfg.eval_batch_size]
+            x = self.noise[i : i + len(caps)].to(dev)
+            cond = self.text(caps)
+            guided = cfg.guidance_scale != 1.0
+            if guided:
+                cond = torch.cat([self.text([model.UNCOND] * len(caps)), cond])
+            self.sampler.set_timesteps(cfg.sampling_steps)
+            for t in self.sampler.timesteps:
+                with autocast():
+                    out = unet(
+                        torch.cat([x, x]) if guided else x, t, encoder_hidden_states=cond
+                    ).sample.float()
+                if guided:
+                    u, c = out.chunk(2)
+                    out = u + cfg.guidance_scale * (c - u)
+                x = self.sampler.step(out, t, x).prev_sample
+            images = self.vae.decode((x / self.scale + self.shift).to(self.vae.dtype)).sample.clamp(-1, 1)
+            f, a = self.scorer.score(images, caps)
+            feats.append(f)
+            agree += a
+        unet.train()
+        feats = np.concatenate(feats) if feats else np.zeros((0, 1))
+        if self.rt.world_size > 1:
+            import torch.distributed as dist
+
+            parts = [None] * self.rt.world_size
+            dist.all_gather_object(parts, (feats, agree))
+            feats = np.concatenate([p[0] for p in parts])
+            agree = sum(p[1] for p in parts)
+        mu, sigma = metrics.stats(feats)
+        return metrics.frechet_distance(mu, sigma, self.mu, self.sigma), agree / len(feats)
+
+
+def train(rt) -> tuple[bool, dict | None]:
+    plan = rt.plan
+    cfg = plan.cfg()
+    dev, log = rt.device, rt.log
+    log.header(plan, _hyperparameters(plan, cfg))
+    log.event("train_samples", cfg.train_samples)
+    log.event("eval_samples", cfg.eval_samples)
+
+    # ---- init (untimed): check data, build the frozen models and the UNet -------------------
+    data.check_first(cfg, plan.data_dir)
+    shift, scale = model.latent_factors(cfg, plan.data_dir)
+    torch.manual_seed(plan.seed)
+    text = model.TextEncoder(cfg, plan.data_dir).to(dev)
+    vae = model.load_vae(cfg, plan.data_dir).to(dev)
+    evaluator = Evaluator(cfg, plan, rt, vae, text, shift, scale)
+    unet = model.build_unet(cfg).to(dev)
+    cuda = dev.startswith("cuda")
+    if cuda and cfg.channels_last:
+        unet = unet.to(memory_format=torch.channels_last)
+    if cuda and cfg.flash_attention:
+        torch.backends.cuda.enable_flash_sdp(True)  # diffusers attention runs through SDPA
+    ddp = unet
+    if rt.world_size > 1:
+        ddp = torch.nn.parallel.DistributedDataParallel(unet, device_ids=[rt.local_rank] if cuda else None)
+    if cuda and cfg.cuda_graphs:
+        ddp = torch.compile(ddp, mode="reduce-overhead")  # inductor captures the step in CUDA graphs
+    if cuda and cfg.distributed_optimizer and rt.world_size > 1:
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+
+        opt = ZeroRedundancyOptimizer(
+            unet.parameters(),
+            optimizer_class=torch.optim.AdamW,
+            lr=cfg.opt_base_learning_rate,
+            betas=(cfg.opt_adamw_beta_1, cfg.opt_adamw_beta_2),
+            eps=cfg.opt_adamw_epsilon,
+            weight_decay=cfg.opt_adamw_weight_decay,
+        )
+    else:
+        opt = model.optimizer(cfg, unet.parameters())
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(cfg.precision)
+    autocast = (lambda: torch.autocast("cuda", dtype=dtype)) if cuda and dtype else contextlib.nullcontext
+    scaler = torch.amp.GradScaler("cuda") if cuda and cfg.precision == "fp16" else None
+    sched = model.noise_scheduler(cfg)
+    alphas = sched.alphas_cumprod.to(dev)
+    mbs, ga = plan.layout.micro_batch_size, plan.layout.grad_accum
+    stream = data.TrainStream(
+        cfg, plan.data_dir, rt.rank, rt.world_size, plan.seed + cfg.seed_offset
+    ).batches(mbs)
+    gen = torch.Generator(device=dev).manual_seed(plan.seed * 1000 + rt.rank)
+    ckpt_dir = Path(plan.run_dir) / "checkpoints"
+    interval = cfg.checkpoint_interval_steps
+    timings = open(Path(plan.run_dir) / "timings.jsonl", "a", buffering=1) if rt.is_rank0 else None
+    log.init_stop()
+    log.run_start()
+
+    # ---- timed: train; checkpoints scored on a paused clock ---------------------------------
+    paused = 0
+    clock = lambda: now_ms() - paused  # noqa: E731 - the training clock (wall minus scoring time)
+    step = samples = points = 0
+    passed: tuple[int, int, int] | None = None  # (samples, time_ms, step) of the first passing checkpoint
+    loss_sum = torch.zeros((), device=dev)
+    log.start("block_start", "training_step", {"samples_count": 0}, time_ms=clock())
+    try:
+        while True:
+            t0 = time.perf_counter()
+            wait = 0.0
+            lr = model.lr_at(cfg, step + 1)
+            for group in opt.param_groups:
+                group["lr"] = lr
+            opt.zero_grad(set_to_none=True)
+            for micro in range(ga):
+                tw = time.perf_counter()
+                moments, captions = next(stream)
+                moments = torch.from_numpy(moments).to(dev, non_blocking=True).float()
+                wait += time.perf_counter() - tw
+                mean, logvar = moments.chunk(2, dim=1)
+                noise = torch.randn(mean.shape, generator=gen, device=dev)
+                latents = (mean + torch.exp(0.5 * logvar.clamp(-30, 20)) * noise - shift) * scale
+                noise = torch.randn(latents.shape, generator=gen, device=dev)
+                t = torch.randint(0, cfg.num_train_timesteps, (latents.shape[0],), generator=gen, device=dev)
+                a = alphas[t].view(-1, 1, 1, 1)
+                noisy = a.sqrt() * latents + (1 - a).sqrt() * noise
+                target = a.sqrt() * noise - (1 - a).sqrt() * latents  # v = sqrt(a) eps - sqrt(1-a) x0
+                cond = text(captions)
+                sync = ddp.no_sync() if rt.world_size > 1 and micro < ga - 1 else contextlib.nullcontext()
+                with sync, autocast():
+                    pred = ddp(noisy, t, encoder_hidden_states=cond).sample
+                    loss = F.mse_loss(pred.float(), target) / ga
+                (scaler.scale(loss) if scaler else loss).backward()
+                loss_sum += loss.detach()
+            if scaler:
+                scaler.step(opt)
+                scaler.update()
+            else:
+                opt.step()
+            step += 1
+            samples += cfg.global_batch_size
+            dt = time.perf_counter() - t0
+            at_ckpt = step % interval == 0
+            mean_loss = float(loss_sum) / interval if at_ckpt else None  # the only read-back
+            if timings:
+                timings.write(
+                    json.dumps(
+                        {
+                            "step": step,
+                            "step_time_s": round(dt, 5),
+                            "data_wait_s": round(wait, 5),
+                            "samples_per_s": round(cfg.global_batch_size / dt, 2),
+                            "loss": None if mean_loss is None else round(mean_loss, 5),
+                        }
+                    )
+                    + "\n"
+                )
+            if not at_ckpt:
+                continue
+            loss_sum.zero_()
+            ckpt_time = clock()
+            log.end("block_stop", "training_step", {"samples_count": samples}, time_ms=ckpt_time)
+            if rt.is_rank0:
+                ckpt_dir.mkdir(parents=True, exist_ok=True)
+                torch.save(unet.state_dict(), ckpt_dir / f"unet_{samples}.pt")
+                for old in sorted(ckpt_dir.glob("unet_*.pt"), key=lambda p: int(p.stem[5:]))[:-2]:
+                    old.unlink()  # keep the last two: the passing one and the one before
+            if samples >= cfg.eval_start_images:
+                t_eval = now_ms()
+                log.start("eval_start", None, {"samples_count": samples}, time_ms=t_eval)
+                fid, clip = evaluator(unet, autocast)
+                log.event("eval_accuracy", fid, {"samples_count": samples, "metric": "FID"})
+                log.event("eval_accuracy", clip, {"samples_count": samples, "metric": "CLIP"})
+                log.end("eval_stop", None, {"samples_count": samples})
+                paused += now_ms() - t_eval
+                points += 1
+                ok = fid <= plan.target["FID"] and clip >= plan.target["CLIP"]
+                if ok and passed is None:
+                    passed = (samples, ckpt_time, step)
+                if rt.is_rank0:
+                    print(
+                        f"step {step} samples {samples} loss {mean_loss:.4f} FID {fid:.2f} CLIP {clip:.4f}"
+                        f"{' (target reached)' if ok else ''}",
+                        flush=True,
+                    )
+            if passed and points >= 2:
+                break
+            if samples >= cfg.train_samples_cap or _stop(rt):
+                break
+            log.start("block_start", "training_step", {"samples_count": samples}, time_ms=clock())
+    finally:
+        if timings:
+            timings.close()
+    if passed:
+        log.run_stop(True, {"step_num": passed[2]}, time_ms=passed[1])
+        return True, None
+    return False, None
+
+
+def _stop(rt) -> bool:
+    """A signal on any rank stops all of them at the same checkpoint."""
+    if rt.world_size == 1:
+        return rt.stop_requested
+    import torch.distributed as dist
+
+    flag = torch.tensor([1.0 if rt.stop_requested else 0.0], device=rt.device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())

@@ -1,0 +1,126 @@
+"""Tiny Stable Diffusion end to end: prepare, one run reaches the tiny FID/CLIP targets, run_stop is
+back-dated to the first passing checkpoint, and the log passes the official compliance checker
+with the tiny rules."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import benchmarks
+from harness.runner import make_plans
+from reference_impls.stable_diffusion import manifest, prepare
+
+REPO = Path(__file__).resolve().parents[2]
+SEED = 1
+
+
+@pytest.fixture(scope="module")
+def plan(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("sd")
+    p = make_plans(
+        "sd", "cpu-local", size="tiny", seed=SEED, results_dir=tmp / "results", data_dir=tmp / "data"
+    )[0]
+    assert not manifest.is_prepared(p)
+    prepare.prepare(p)
+    assert manifest.is_prepared(p)
+    return p
+
+
+def _events(log: Path) -> list[dict]:
+    return [
+        json.loads(ln.split(":::MLLOG ", 1)[1]) for ln in log.read_text().splitlines() if ":::MLLOG " in ln
+    ]
+
+
+def test_tiny_run_reaches_the_targets_and_the_log_passes_the_checker(plan):
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reference_impls.stable_diffusion",
+            "--plan",
+            str(Path(plan.run_dir) / "plan.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=REPO,
+    )
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    events = _events(Path(plan.log_path))
+    keys = [e["key"] for e in events]
+    for a, b in [
+        ("init_start", "submission_division"),
+        ("submission_division", "init_stop"),
+        ("opt_learning_rate_warmup_steps", "train_samples"),
+        ("train_samples", "eval_samples"),
+        ("eval_samples", "init_stop"),
+        ("init_stop", "run_start"),
+        ("run_start", "block_start"),
+        ("block_stop", "eval_start"),
+        ("eval_start", "eval_accuracy"),
+        ("eval_accuracy", "eval_stop"),
+    ]:
+        assert keys.index(a) < keys.index(b), (a, b)
+    hp = {e["key"]: e["value"] for e in events}
+    assert (hp["opt_name"], hp["opt_adamw_beta_1"], hp["opt_adamw_beta_2"]) == ("adamw", 0.9, 0.999)
+    assert (hp["opt_adamw_epsilon"], hp["opt_adamw_weight_decay"]) == (1e-8, 0.01)
+    assert (
+        hp["global_batch_size"] == 32
+        and hp["opt_base_learning_rate"] == 0.005
+        and hp["harness_size"] == "tiny"
+    )
+
+    # Two eval_accuracy lines (FID, CLIP) per scored checkpoint, >= 2 checkpoints, every 3,200 images.
+    acc = [e for e in events if e["key"] == "eval_accuracy"]
+    points: dict[int, dict] = {}
+    for e in acc:
+        points.setdefault(e["metadata"]["samples_count"], {})[e["metadata"]["metric"]] = e["value"]
+    assert len(points) >= 2 and all(set(v) == {"FID", "CLIP"} for v in points.values())
+    assert all(s % 3200 == 0 for s in points)
+    (fid_t, clip_t) = (q.tiny for q in benchmarks.get("sd").quality)
+    passing = [s for s, v in sorted(points.items()) if v["FID"] <= fid_t and v["CLIP"] >= clip_t]
+    assert passing, points
+
+    # run_stop: last line, success, back-dated to the first passing checkpoint's block_stop (before its eval).
+    stop = events[-1]
+    assert stop["key"] == "run_stop" and stop["metadata"]["status"] == "success"
+    ckpt = next(
+        e for e in events if e["key"] == "block_stop" and e["metadata"]["samples_count"] == passing[0]
+    )
+    assert stop["time_ms"] == ckpt["time_ms"]
+    assert stop["time_ms"] < max(e["time_ms"] for e in acc)
+
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mlperf_logging.compliance_checker",
+            "--usage",
+            "training",
+            "--ruleset",
+            "4.0.0",
+            "--config",
+            str(REPO / "benchmarks" / "tiny_common.yaml"),
+            "--log_output",
+            "/dev/null",
+            str(plan.log_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+    rows = [json.loads(ln) for ln in (Path(plan.run_dir) / "timings.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in rows] == list(range(1, len(rows) + 1))
+    assert all(0 <= row["data_wait_s"] < row["step_time_s"] for row in rows) and rows[0]["samples_per_s"] > 0
+    with_loss = [row["step"] for row in rows if row["loss"] is not None]  # read back at checkpoints only
+    assert (
+        with_loss
+        and all(step % 100 == 0 for step in with_loss)
+        and set(s // 32 for s in points) <= set(with_loss)
+    )
