@@ -137,3 +137,23 @@ def test_training_run_on_missing_data_exits_2_with_one_line(prepared, tmp_path):
     errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error: ")]
     assert len(errors) == 1 and "CSC" in errors[0] and "mlperf prepare gnn" in errors[0]
     assert '"status": "aborted"' in (tmp_path / "mlperf.log").read_text().strip().splitlines()[-1]
+
+
+def test_headerless_full_style_files_are_memory_mapped_and_gathered(prepared, tmp_path):
+    """IGBH-Full's paper features and labels are raw float32: read through np.memmap, never whole."""
+    import torch
+
+    p = _copy(prepared, tmp_path)
+    base = tmp_path / "data" / "tiny-synth" / "processed"
+    feat = np.load(base / "paper" / "node_feat.npy")
+    (base / "paper" / "node_feat.npy").write_bytes(feat.astype(np.float32).tobytes())
+    labels = np.load(base / "paper" / "node_label_19.npy")
+    (base / "paper" / "node_label_19.npy").write_bytes(labels.astype(np.float32).tobytes())
+    g = data.load(p.data_dir, p.cfg(), in_memory=False)
+    assert isinstance(g.features["paper"], np.memmap) and isinstance(g.labels, np.memmap)
+    ids = torch.tensor([1999, 3, 3, 700])
+    assert torch.equal(data.gather(g.features["paper"], ids), torch.from_numpy(feat[[1999, 3, 3, 700]]))
+    assert data.gather_labels(g.labels, ids).tolist() == labels[[1999, 3, 3, 700]].astype(int).tolist()
+    (base / "paper" / "node_feat.npy").write_bytes(feat[:-1].astype(np.float32).tobytes())
+    with pytest.raises(ConfigError, match=r"feature file has \d+ values, expected 2000 x 32"):
+        data.validate(p.data_dir, p.cfg(), check_ranges=False)
