@@ -157,6 +157,8 @@ def load_base_weights(model: nn.Module, model_dir: Path) -> None:
     reader = _Reader(checkpoint_files(model_dir))
     with torch.no_grad():
         for name, p in model.named_parameters():
+            if ".lora_" in name:  # adapters are initialised, not loaded
+                continue
             full = reader.get(_ckpt_name(name))
             if tuple(full.shape) != tuple(p.shape):
                 raise ConfigError(

@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from harness.errors import ConfigError
 from reference_impls.llama2_70b_lora import data
 from reference_impls.llama2_70b_lora import model as M
 
@@ -43,6 +44,11 @@ class Mesh:
     """DP x CP process layout (None groups when the world is one rank)."""
 
     def __init__(self, rt, cp: int):
+        if cp > 1 and not rt.device.startswith("cuda"):
+            raise ConfigError(
+                f"context_parallel_size={cp} needs CUDA: torch's ring attention has no CPU "
+                f"SDPA kernel to shard; use context_parallel_size=1 on CPU systems"
+            )
         self.world = rt.world_size
         self.cp = cp
         self.dp = self.world // cp

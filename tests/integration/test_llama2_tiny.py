@@ -43,8 +43,13 @@ def _official_check(log: Path) -> subprocess.CompletedProcess:
     )
 
 
-def test_tiny_run_reaches_target_and_log_passes_tiny_rules(mlperf, tmp_path):
-    res, data = tmp_path / "results", tmp_path / "data"
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    return tmp_path_factory.mktemp("llama2-data")
+
+
+def test_tiny_run_reaches_target_and_log_passes_tiny_rules(mlperf, tmp_path, data):
+    res = tmp_path / "results"
     r = mlperf(
         "run",
         "llama2_70b_lora",
@@ -117,3 +122,33 @@ def test_tiny_run_reaches_target_and_log_passes_tiny_rules(mlperf, tmp_path):
 
     c = mlperf("check", str(log))
     assert c.returncode == 0, c.stdout + c.stderr
+
+
+def test_two_ranks_fsdp_over_gloo_reach_target(mlperf, tmp_path, data):
+    """torchrun, 2 CPU ranks: FSDP2 shards the base (meta build, per-rank shard reads), DP 2 x MBS 4."""
+    res = tmp_path / "results"
+    r = mlperf(
+        "run",
+        "llama2_70b_lora",
+        "--system",
+        "cpu-local",
+        "--nproc-per-node",
+        "2",
+        "--set",
+        "micro_batch_size=4",
+        "--runs",
+        "1",
+        "--seed",
+        "31",
+        "--results-dir",
+        str(res),
+        "--data-dir",
+        str(data),
+        "--json",
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    run = json.loads(r.stdout)["runs"][0]
+    assert run["status"] == "success"
+    ev = _events(Path(run["result_file"]))
+    assert {e["key"]: e["value"] for e in ev}["gradient_accumulation_steps"] == 1
+    assert _official_check(Path(run["result_file"])).returncode == 0

@@ -227,3 +227,12 @@ def test_entrypoint_exits_2_with_one_line_when_the_checkpoint_is_missing(tmp_pat
     assert r.returncode == 2, r.stderr[-2000:]
     err = [x for x in r.stderr.splitlines() if x.startswith("error:")]
     assert len(err) == 1 and "base checkpoint directory" in err[0] and "does not exist" in err[0]
+
+
+def test_context_parallel_on_cpu_is_refused_in_one_line(tmp_path):
+    from types import SimpleNamespace
+
+    from reference_impls.llama2_70b_lora.train import Mesh
+
+    with pytest.raises(ConfigError, match="context_parallel_size=2 needs CUDA"):
+        Mesh(SimpleNamespace(device="cpu", world_size=2, rank=0), cp=2)
