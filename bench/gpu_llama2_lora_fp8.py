@@ -36,12 +36,29 @@ def measure(args, fp8: bool) -> dict:
     from benchmarks.llama2_70b_lora.config import Llama2LoraConfig
     from reference_impls.llama2_70b_lora import model as M
 
-    torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats()
-    cfg = Llama2LoraConfig(num_layers=args.layers, max_sequence_length=args.seq, precision="bf16", fp8=fp8)
+    dev = getattr(args, "device", "cuda")
+    cuda = dev.startswith("cuda")
+    if cuda:
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    # The 70B width unless `args` shrinks it (the CPU smoke test does).
+    width = {
+        k: getattr(args, k)
+        for k in (
+            "hidden_size",
+            "intermediate_size",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "vocab_size",
+        )
+        if hasattr(args, k)
+    }
+    cfg = Llama2LoraConfig(
+        num_layers=args.layers, max_sequence_length=args.seq, precision="bf16", fp8=fp8, **width
+    )
     torch.manual_seed(0)
-    base = M.build_base(cfg, "cuda").to(torch.bfloat16)
-    M.reset_rope(base, "cuda")
+    base = M.build_base(cfg, dev).to(torch.bfloat16)
+    M.reset_rope(base, dev)
     if fp8:
         M.convert_fp8(base)
     model = M.apply_lora(base, cfg)
@@ -49,13 +66,14 @@ def measure(args, fp8: bool) -> dict:
     model.train()
     params = M.trainable_parameters(model)
     opt = torch.optim.AdamW(params, lr=cfg.opt_base_learning_rate, weight_decay=cfg.opt_adamw_weight_decay)
-    ids = torch.randint(0, cfg.vocab_size, (args.batch, args.seq), device="cuda")
+    ids = torch.randint(0, cfg.vocab_size, (args.batch, args.seq), device=dev)
     labels = ids.roll(-1, dims=1)
     labels[:, : int(args.seq * 0.9)] = -100  # score only the last 10% (the "summary")
     losses, t0 = [], None
     for step in range(args.warmup + args.steps):
         if step == args.warmup:
-            torch.cuda.synchronize()
+            if cuda:
+                torch.cuda.synchronize()
             t0 = time.perf_counter()
         logits = model(input_ids=ids).logits
         loss = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=-100)
@@ -64,7 +82,8 @@ def measure(args, fp8: bool) -> dict:
         opt.step()
         opt.zero_grad(set_to_none=True)
         losses.append(loss.detach())
-    torch.cuda.synchronize()
+    if cuda:
+        torch.cuda.synchronize()
     dt = time.perf_counter() - t0
     vals = [x.item() for x in losses]
     out = {
@@ -75,7 +94,7 @@ def measure(args, fp8: bool) -> dict:
         "steps": args.steps,
         "step_s": dt / args.steps,
         "tokens_per_s": args.batch * args.seq * args.steps / dt,
-        "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30,
+        "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else None,
         "first_loss": vals[0],
         "last_loss": vals[-1],
         "loss_finite": all(math.isfinite(v) for v in vals),
