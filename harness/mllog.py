@@ -40,7 +40,6 @@ class MLLog:
             if echo:
                 logger.addHandler(logging.StreamHandler())
             self._logger = logger
-            # stack_offset 2: metadata.file/lineno name the training code that called us.
             self._ml = _MLLogger(logger=logger, default_stack_offset=2)
         self.run_started = self.run_stopped = False
         self._resume: dict | None = None
@@ -57,37 +56,44 @@ class MLLog:
 
     # ---- raw events ---------------------------------------------------------------------
     def event(self, key: str, value: Any = None, metadata: dict | None = None, time_ms: int | None = None):
-        if self.enabled and not self._muted():
-            self._ml.event(key=key, value=value, metadata=metadata, time_ms=time_ms)
+        self._emit("event", key, value, metadata, time_ms)
 
     def start(self, key: str, value: Any = None, metadata: dict | None = None, time_ms: int | None = None):
-        if self.enabled and not self._muted():
-            self._ml.start(key=key, value=value, metadata=metadata, time_ms=time_ms)
+        self._emit("start", key, value, metadata, time_ms)
 
     def end(self, key: str, value: Any = None, metadata: dict | None = None, time_ms: int | None = None):
+        self._emit("end", key, value, metadata, time_ms)
+
+    def _emit(self, kind, key, value, metadata, time_ms):
+        # metadata.file/lineno must name the training code, not this wrapper. Every public method
+        # calls _emit directly, so the training code is always 3 frames above mllog's helper
+        # (caller -> our method -> _emit -> MLLogger.<kind>).
         if self.enabled and not self._muted():
-            self._ml.end(key=key, value=value, metadata=metadata, time_ms=time_ms)
+            getattr(self._ml, kind)(key=key, value=value, metadata=metadata, time_ms=time_ms, stack_offset=3)
 
     # ---- the fixed prologue -------------------------------------------------------------
     def header(self, plan, hyperparameters: dict[str, Any]):
         """cache_clear .. hyperparameters, in the order the checker needs. Call first thing."""
         s = plan.submission
-        self.event(C.CACHE_CLEAR, plan.cache_cleared)
-        self.start(C.INIT_START)
-        self.event(C.SUBMISSION_BENCHMARK, plan.benchmark)
-        self.event(C.SUBMISSION_ORG, s.org)
-        self.event(C.SUBMISSION_DIVISION, s.division)
-        self.event(C.SUBMISSION_STATUS, s.status)
-        self.event(C.SUBMISSION_PLATFORM, s.platform)
-        # Not official keys (extra keys are allowed): tell `mlperf check` which rules apply.
-        self.event("harness_size", plan.size, {"not_submittable": plan.size == "tiny"})
-        self.event("harness_version", __version__)
-        self.event(C.SEED, plan.seed)
-        for k, v in hyperparameters.items():
-            self.event(k, v)
+        rows = [
+            ("event", C.CACHE_CLEAR, plan.cache_cleared, None),
+            ("start", C.INIT_START, None, None),
+            ("event", C.SUBMISSION_BENCHMARK, plan.benchmark, None),
+            ("event", C.SUBMISSION_ORG, s.org, None),
+            ("event", C.SUBMISSION_DIVISION, s.division, None),
+            ("event", C.SUBMISSION_STATUS, s.status, None),
+            ("event", C.SUBMISSION_PLATFORM, s.platform, None),
+            # Not official keys (extra keys are allowed): tell `mlperf check` which rules apply.
+            ("event", "harness_size", plan.size, {"not_submittable": plan.size == "tiny"}),
+            ("event", "harness_version", __version__, None),
+            ("event", C.SEED, plan.seed, None),
+            *(("event", k, v, None) for k, v in hyperparameters.items()),
+        ]
+        for kind, key, value, md in rows:
+            self._emit(kind, key, value, md, None)
 
     def init_stop(self):
-        self.end(C.INIT_STOP)
+        self._emit("end", C.INIT_STOP, None, None, None)
 
     def run_start(self):
         if self._resume is not None:
@@ -95,7 +101,8 @@ class MLLog:
             now = now_ms()
             lost = now - r["interrupted_ms"] if r.get("interrupted_ms") else None
             self.run_started = True
-            self.event(
+            self._emit(
+                "event",
                 "harness_resumed",
                 r.get("checkpoint_step"),
                 {
@@ -105,9 +112,10 @@ class MLLog:
                     "discarded_keys": r.get("discarded_keys", []),
                     "discarded_file": r.get("discarded_file"),
                 },
+                None,
             )
             return
-        self.start(C.RUN_START)
+        self._emit("start", C.RUN_START, None, None, None)
         self.run_started = True
 
     def run_stop(self, success: bool, metadata: dict | None = None, time_ms: int | None = None):
@@ -115,7 +123,7 @@ class MLLog:
             return
         md = {C.STATUS: C.SUCCESS if success else C.ABORTED}
         md.update(metadata or {})
-        self.end(C.RUN_STOP, metadata=md, time_ms=time_ms)
+        self._emit("end", C.RUN_STOP, None, md, time_ms)
         self.run_stopped = True
 
     def close(self):
