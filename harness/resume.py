@@ -88,6 +88,12 @@ def resume_plan(run_dir: str | Path, apply: bool = True) -> RunPlan:
             f"{run_dir}: no plan.json; --resume takes a run folder (results/runs/<bench>/<system>/<id>)"
         )
     plan = RunPlan.load(run_dir / "plan.json")
+    alive = _live_processes(run_dir / "plan.json")
+    if alive:
+        raise ConfigError(
+            f"{run_dir}: still being trained by process(es) {', '.join(map(str, alive))}; "
+            f"stop them (or wait) before --resume"
+        )
     log_path = Path(plan.log_path)
     data = log_path.read_bytes() if log_path.exists() else b""
     lines = data.splitlines(keepends=True)
@@ -141,6 +147,21 @@ def resume_plan(run_dir: str | Path, apply: bool = True) -> RunPlan:
     _atomic_write_bytes(log_path, keep)
     writer.atomic_write(run_dir / RESUME_FILE, json.dumps({"resumes": prior + [record]}, indent=2) + "\n")
     return plan.model_copy(update={"resume_from": str(found.path)})
+
+
+def _live_processes(plan_json: Path) -> list[int]:
+    """PIDs on this host whose command line names this plan (Linux /proc; [] elsewhere). A resume
+    while the original ranks still train would interleave two runs in one log."""
+    needle = str(plan_json).encode()
+    me = os.getpid()
+    out = []
+    for d in Path("/proc").glob("[0-9]*"):
+        try:
+            if int(d.name) != me and needle in (d / "cmdline").read_bytes():
+                out.append(int(d.name))
+        except (OSError, ValueError):
+            continue
+    return sorted(out)
 
 
 def _atomic_write_bytes(path: Path, data: bytes) -> None:

@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from harness.progress import read_events
 from harness.results import writer
 
@@ -160,6 +162,11 @@ def test_resume_keeps_the_result_number_of_the_aborted_attempt(tmp_path):
     p = _driver(results, **env)
     _wait_for(lambda: _run_dir(results) is not None and _ckpt(_run_dir(results), 10).exists(), proc=p)
     run = _run_dir(results)
+    from harness import resume
+    from harness.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="still being trained"):  # two runs in one log: refused
+        resume.resume_plan(run)
     os.killpg(int((run / "toy.pid").read_text()), signal.SIGKILL)
     p.communicate(timeout=30)
     assert p.returncode == 3
