@@ -52,8 +52,8 @@ def _num(x) -> float | None:
 # ---- 1. unstable speed -> network congestion -------------------------------------------------
 STALL_FACTOR = 3.0
 STALL_SHARE = 0.15  # stalls cost >= 15 % of the steady-state time ...
-STALL_MIN = 3  # ... over at least three stalls
-CV_LIMIT = 0.5  # or compute-time variation this high over enough steps
+STALL_MIN = 3  # ... over at least three stalls. (Step-time CV is evidence only: a busy shared
+# machine reaches CV 0.7 with ~10 % lost; measured on tiny gpt3 runs next to other jobs.)
 
 
 def unstable_speed(run: RunData) -> Finding | None:
@@ -77,9 +77,7 @@ def unstable_speed(run: RunData) -> Finding | None:
     lost = sum(c - med for _, c in stalls)
     share = lost / sum(times)
     period = _period([s for s, _ in stalls if isinstance(s, int)])
-    if not (
-        (len(stalls) >= STALL_MIN and share >= STALL_SHARE) or (cv >= CV_LIMIT and len(stalls) >= STALL_MIN)
-    ):
+    if len(stalls) < STALL_MIN or share < STALL_SHARE:
         return None
     ev = {
         "steps": len(times),
@@ -121,7 +119,7 @@ def _period(steps: list[int]) -> int | None:
     if g <= 0:
         return None
     regular = sum(1 for x in gaps if abs(x - g) <= max(1, 0.2 * g)) / len(gaps)
-    return int(round(g)) if regular >= 0.7 else None
+    return int(round(g)) if regular >= 0.7 and g >= 2 else None
 
 
 # ---- 2. data loading --------------------------------------------------------------------------
