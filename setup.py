@@ -18,6 +18,7 @@ CORE = [
     "pandas>=2.2",
     "pyarrow>=15",
     "matplotlib>=3.8",
+    "psutil>=5.9",  # stop a run's whole process tree (torch elastic puts ranks in new sessions)
     # The official emitter and checkers; scores are verified against this exact release.
     "mlperf-logging==4.1.68",
 ]

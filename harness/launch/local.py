@@ -113,15 +113,37 @@ class TorchrunLauncher(LocalLauncher):
 
 
 def _stop(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
-    """SIGINT the run's process group (training stops at a step boundary and logs run_stop
-    aborted); escalate to SIGTERM, then SIGKILL, so no orphan outlives `mlperf run`."""
+    """Stop a run and everything under it: SIGINT first (training stops at a step boundary and
+    logs run_stop aborted), then SIGTERM, then SIGKILL, so no orphan outlives `mlperf run`.
+
+    Signals go to every descendant, not to a process group: torch elastic starts each rank in a
+    session of its own, so killing torchrun's group alone would leave the ranks training.
+    """
+    import psutil
+
+    def tree() -> list[psutil.Process]:
+        try:
+            root = psutil.Process(proc.pid)
+            return [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    seen: dict[int, psutil.Process] = {}
     for sig, wait in ((signal.SIGINT, grace_s), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+        for p in tree():  # re-walk: ranks may have started children since the last signal
+            seen.setdefault(p.pid, p)
+        alive = [p for p in seen.values() if p.is_running()]
+        if not alive:
+            break
+        for p in alive:
+            try:
+                p.send_signal(sig)
+            except psutil.NoSuchProcess:
+                pass
+        _, alive = psutil.wait_procs(alive, timeout=wait)
+        if not alive:
+            break
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
