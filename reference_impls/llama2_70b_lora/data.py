@@ -99,15 +99,17 @@ class BatchOrder:
     def _perm(self, epoch: int) -> torch.Tensor:
         if epoch not in self._perms:
             g = torch.Generator().manual_seed(self.seed * 1000 + epoch)
-            self._perms = {epoch: torch.randperm(self.n, generator=g)}
+            self._perms = {e: p for e, p in self._perms.items() if e >= epoch - 1}
+            self._perms[epoch] = torch.randperm(self.n, generator=g)
         return self._perms[epoch]
 
     def global_batch(self, step: int) -> torch.Tensor:
-        idx = torch.arange(step * self.gbs, (step + 1) * self.gbs)
-        out = torch.empty(self.gbs, dtype=torch.long)
-        for j, i in enumerate(idx.tolist()):
-            out[j] = self._perm(i // self.n)[i % self.n]
-        return out
+        start, parts = step * self.gbs, []
+        while len(parts) == 0 or sum(len(p) for p in parts) < self.gbs:
+            pos = start + sum(len(p) for p in parts)
+            epoch, off = divmod(pos, self.n)
+            parts.append(self._perm(epoch)[off : off + self.gbs - sum(len(p) for p in parts)])
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
 
     def rank_batch(self, step: int, dp_rank: int, dp_size: int) -> torch.Tensor:
         per = self.gbs // dp_size

@@ -103,21 +103,31 @@ def build(rt, cfg, mesh: Mesh):
     return model
 
 
+def _cp_context(ids, labels, pos, cp_mesh):
+    if cp_mesh is None:
+        return nullcontext()
+    from torch.distributed.tensor.experimental import context_parallel
+
+    return context_parallel(
+        cp_mesh, buffers=[ids, labels, pos], buffer_seq_dims=[1, 1, 1], no_restore_buffers={ids, labels, pos}
+    )
+
+
+def train_loss_sum(model, ids, labels, cp_mesh):
+    """(sum of answer-token CE, answer-token count) over a micro-batch; labels already shifted."""
+    pos = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
+    with _cp_context(ids, labels, pos, cp_mesh):
+        logits = model(input_ids=ids, position_ids=pos).logits
+        s = F.cross_entropy(
+            logits.float().flatten(0, 1), labels.flatten(), ignore_index=data.IGNORE, reduction="sum"
+        )
+        return s, (labels != data.IGNORE).sum()
+
+
 def token_losses(model, ids, labels, cp_mesh):
     """Per-sequence (sum of answer-token CE, answer-token count); labels already shifted."""
     pos = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
-    if cp_mesh is not None:
-        from torch.distributed.tensor.experimental import context_parallel
-
-        ctx = context_parallel(
-            cp_mesh,
-            buffers=[ids, labels, pos],
-            buffer_seq_dims=[1, 1, 1],
-            no_restore_buffers={ids, labels, pos},
-        )
-    else:
-        ctx = nullcontext()
-    with ctx:
+    with _cp_context(ids, labels, pos, cp_mesh):
         logits = model(input_ids=ids, position_ids=pos).logits
         ce = F.cross_entropy(
             logits.float().flatten(0, 1), labels.flatten(), ignore_index=data.IGNORE, reduction="none"
@@ -206,10 +216,10 @@ def run(rt) -> bool:
             t_data = time.perf_counter() - t0
             loss_sum = torch.zeros((), device=device)
             for ids, labels in batches:
-                s, n = token_losses(model, ids, labels, mesh.cp_mesh)
+                s, n = train_loss_sum(model, ids, labels, mesh.cp_mesh)
                 if mesh.cp_mesh is not None:  # the gradient flows through the local sum only
-                    n = _all_reduce(n.sum().detach().clone(), mesh.cp_mesh.get_group())
-                loss = s.sum() / n.sum().clamp(min=1) / ga
+                    n = _all_reduce(n.detach().clone(), mesh.cp_mesh.get_group())
+                loss = s / n.clamp(min=1) / ga
                 loss.backward()
                 loss_sum += loss.detach()
             torch.nn.utils.clip_grad_norm_(params, cfg.opt_gradient_clip_norm)
