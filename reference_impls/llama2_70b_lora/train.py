@@ -97,9 +97,10 @@ def build(rt, cfg, mesh: Mesh):
     else:
         model.to(device)
     M.reset_rope(model, device)
-    for p in model.parameters():  # frozen base in `dtype`, LoRA weights in fp32
-        if p.requires_grad and p.dtype != torch.float32:
-            p.data = p.data.float()
+    if not sharded:  # frozen base in `dtype`, LoRA weights in fp32 (peft upcasts them already)
+        for p in model.parameters():
+            if p.requires_grad and p.dtype != torch.float32:
+                p.data = p.data.float()
     return model
 
 
@@ -148,16 +149,24 @@ def evaluate(model, ev_ids, ev_labels, mesh: Mesh, cfg, device) -> float:
     model.eval()
     total = torch.zeros(2, dtype=torch.float64, device=device)  # (sum of per-seq means, seqs)
     rows = torch.arange(mesh.dp_rank, ev_ids.shape[0], mesh.dp)
+    # Every rank must run the same number of forwards (FSDP all-gathers in each): ranks short of a
+    # row repeat row 0 and give it weight 0.
+    per_rank = -(-ev_ids.shape[0] // mesh.dp)
+    weight = torch.ones(per_rank, dtype=torch.float64)
+    if len(rows) < per_rank:
+        weight[len(rows) :] = 0
+        rows = torch.cat([rows, rows.new_zeros(per_rank - len(rows))])
+    mb = cfg.eval_micro_batch_size
     with torch.no_grad():
-        for i in range(0, len(rows), cfg.eval_micro_batch_size):
-            r = rows[i : i + cfg.eval_micro_batch_size]
+        for i in range(0, per_rank, mb):
+            r, w = rows[i : i + mb], weight[i : i + mb].to(device)
             s, n = token_losses(model, ev_ids[r].to(device), ev_labels[r].to(device), mesh.cp_mesh)
             if mesh.cp_mesh is not None:
                 sn = _all_reduce(torch.stack([s.double(), n.double()]), mesh.cp_mesh.get_group())
                 s, n = sn[0], sn[1]
-            keep = n > 0
-            total[0] += (s[keep].double() / n[keep].double()).sum()
-            total[1] += keep.sum()
+            w = w * (n > 0)
+            total[0] += (w * s.double() / n.double().clamp(min=1)).sum()
+            total[1] += w.sum()
     _all_reduce(total, mesh.dp_group)
     model.train()
     return (total[0] / total[1]).item()
@@ -217,8 +226,10 @@ def run(rt) -> bool:
             loss_sum = torch.zeros((), device=device)
             for ids, labels in batches:
                 s, n = train_loss_sum(model, ids, labels, mesh.cp_mesh)
-                if mesh.cp_mesh is not None:  # the gradient flows through the local sum only
-                    n = _all_reduce(n.detach().clone(), mesh.cp_mesh.get_group())
+                if mesh.cp_mesh is not None:
+                    # Local token sum over the whole sequence's count, x CP: FSDP averages gradients
+                    # over all DP x CP ranks, and the CP shards of a sequence must add up, not average.
+                    n = _all_reduce(n.detach().clone(), mesh.cp_mesh.get_group()) / mesh.cp
                 loss = s / n.clamp(min=1) / ga
                 loss.backward()
                 loss_sum += loss.detach()

@@ -260,3 +260,30 @@ def test_gpu_benchmark_script_runs_on_cpu_at_a_small_width():
     )
     r = g.measure(args, fp8=False)
     assert r["loss_finite"] and r["tokens_per_s"] > 0 and r["steps"] == 2
+
+
+def test_eval_splits_rows_over_dp_ranks_with_equal_forward_counts():
+    """173 eval rows over 8 ranks is uneven; every rank must still run the same forwards (FSDP)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from reference_impls.llama2_70b_lora import model as M
+    from reference_impls.llama2_70b_lora import train
+
+    cfg = Llama2LoraConfig(**TINY)
+    model = M.build_base(cfg)
+    calls = []
+    model.register_forward_hook(lambda m, a, o: calls.append(1))
+    ids = torch.randint(4, 64, (3, 16))
+    labels = ids.clone()
+    labels[:, :8] = -100
+
+    def ev(dp, rank):
+        calls.clear()
+        mesh = SimpleNamespace(dp=dp, dp_rank=rank, cp_mesh=None, dp_group=None)
+        return train.evaluate(model, ids, labels, mesh, cfg, "cpu"), len(calls)
+
+    (full, n1), (r0, n_r0), (r1, n_r1) = ev(1, 0), ev(2, 0), ev(2, 1)
+    assert n1 == 3 and n_r0 == n_r1 == 2  # rank 1 pads its single row with a weight-0 forward
+    assert 2 * r0 + r1 == pytest.approx(3 * full, rel=1e-6)
