@@ -145,7 +145,7 @@ class TinyTokenizer:
 
 
 class TextEncoder(torch.nn.Module):
-    """Frozen caption encoder: penultimate-layer hidden states (B, T, cross_attention_dim)."""
+    """Frozen caption encoder: penultimate-layer states through the final LayerNorm (B, T, cross_attention_dim)."""
 
     def __init__(self, cfg, data_dir: str):
         super().__init__()
@@ -184,7 +184,9 @@ class TextEncoder(torch.nn.Module):
         dev = next(self.model.parameters()).device
         ids = self.tokenize(list(captions)).to(dev)
         if self.kind == "tiny-clip":
-            return self.model(ids, output_hidden_states=True).hidden_states[-2]
+            # As the reference's FrozenOpenCLIPEmbedder: the penultimate layer, then the final LayerNorm.
+            hidden = self.model(ids, output_hidden_states=True).hidden_states[-2]
+            return self.model.final_layer_norm(hidden)
         m = self.model  # open_clip: run the transformer and stop one block early (penultimate layer)
         x = m.token_embedding(ids) + m.positional_embedding
         x = x.permute(1, 0, 2) if not getattr(m.transformer, "batch_first", False) else x
