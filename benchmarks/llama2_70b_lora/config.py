@@ -49,7 +49,7 @@ class Llama2LoraConfig(BenchmarkConfig):
     # ---- LoRA (fixed by the closed rules) ------------------------------------------------------
     lora_rank: int = Field(16, ge=1)
     """LoRA rank r (logged `lora_rank`; the checker requires 16)."""
-    lora_alpha: float = 32
+    lora_alpha: int = Field(32, ge=1)
     """LoRA scaling numerator: the update is (alpha / r) x B A (logged `lora_alpha`)."""
     lora_dropout: float = Field(0.1, ge=0.0, lt=1.0)
     """Dropout on the LoRA input."""

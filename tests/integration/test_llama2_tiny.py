@@ -101,7 +101,7 @@ def test_tiny_run_reaches_target_and_log_passes_tiny_rules(mlperf, tmp_path, dat
     pos = [keys.index(k) for k in order]
     assert pos == sorted(pos)
     hp = {e["key"]: e["value"] for e in ev}
-    assert hp["lora_rank"] == 16 and hp["lora_alpha"] == 32
+    assert hp["lora_rank"] == 16 and hp["lora_alpha"] == 32 and isinstance(hp["lora_alpha"], int)
     assert hp["opt_gradient_clip_norm"] == 0.3 and hp["opt_adamw_weight_decay"] == 1e-4
     assert hp["train_samples"] == 2048 and hp["eval_samples"] == 64
     evals = [e for e in ev if e["key"] == "eval_accuracy"]
