@@ -95,10 +95,7 @@ def main() -> int:
     ap.add_argument("--data-dir", default=str(Path(tempfile.gettempdir()) / "llama2-tiny-bench"))
     args = ap.parse_args()
     import torch
-    from mlperf_logging import mllog
 
-    if not hasattr(mllog, "MLLogger"):  # same shim as reference_impls/llama2_70b_lora/__main__.py
-        mllog.MLLogger = mllog.mllog.MLLogger
     from harness.runner import make_plans
     from reference_impls.llama2_70b_lora import manifest, prepare
 

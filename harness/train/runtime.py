@@ -80,8 +80,14 @@ def start(plan_path: str | Path, init_process_group: bool = True) -> Runtime:
             os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
             os.environ.setdefault("MASTER_PORT", str(_free_port()))
         dist.init_process_group("nccl" if plan.device == "cuda" else "gloo", rank=rank, world_size=world)
-    rt = Runtime(plan=plan, rank=rank, world_size=world, local_rank=local_rank, device=device,
-                 log=MLLog(plan.log_path if rank == 0 else None, rank))
+    rt = Runtime(
+        plan=plan,
+        rank=rank,
+        world_size=world,
+        local_rank=local_rank,
+        device=device,
+        log=MLLog(plan.log_path if rank == 0 else None, rank),
+    )
 
     if plan.resume_from:  # `mlperf run --resume`: continue the log, no second prologue
         from harness.resume import marker

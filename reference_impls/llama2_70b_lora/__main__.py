@@ -18,13 +18,6 @@ def main(argv=None) -> int:
     ap.add_argument("--plan", required=True)
     args = ap.parse_args(argv)
 
-    from mlperf_logging import mllog
-
-    # TODO(lead): harness/mllog.py calls `mllog.MLLogger`, which mlperf-logging 4.1.68 exposes only
-    # as `mllog.mllog.MLLogger` (same shim as reference_impls/gpt3); drop once the import is fixed.
-    if not hasattr(mllog, "MLLogger"):
-        mllog.MLLogger = mllog.mllog.MLLogger
-
     from harness.errors import HarnessError
     from harness.train import runtime
     from reference_impls.llama2_70b_lora import train
