@@ -124,3 +124,56 @@ def test_tiny_run_reaches_the_targets_and_the_log_passes_the_checker(plan):
         and all(step % 100 == 0 for step in with_loss)
         and set(s // 32 for s in points) <= set(with_loss)
     )
+
+
+def test_target_not_reached_exits_3_and_only_the_quality_window_fails(plan, tmp_path):
+    short = make_plans(
+        "sd",
+        "cpu-local",
+        size="tiny",
+        seed=SEED + 1,
+        results_dir=tmp_path / "results",
+        data_dir=plan.data_dir,
+        sets=("train_samples_cap=3200", "eval_start_images=3200"),  # one checkpoint, long before the target
+    )[0]
+    assert manifest.is_prepared(short)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reference_impls.stable_diffusion",
+            "--plan",
+            str(Path(short.run_dir) / "plan.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+    )
+    assert r.returncode == 3, r.stderr[-3000:]
+    events = _events(Path(short.log_path))
+    assert [e["metadata"]["samples_count"] for e in events if e["key"] == "eval_accuracy"] == [3200, 3200]
+    assert events[-1]["key"] == "run_stop" and events[-1]["metadata"]["status"] == "aborted"
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mlperf_logging.compliance_checker",
+            "--usage",
+            "training",
+            "--ruleset",
+            "4.0.0",
+            "--config",
+            str(REPO / "benchmarks" / "tiny_common.yaml"),
+            "--log_output",
+            "/dev/null",
+            str(short.log_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    failed = [ln for ln in (r.stdout + r.stderr).splitlines() if "Failed checks" in ln]
+    assert r.returncode == 1 and len(failed) == 1 and "aggregated_eval_accuracy" in failed[0], (
+        r.stdout + r.stderr
+    )

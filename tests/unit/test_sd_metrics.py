@@ -13,6 +13,8 @@ from reference_impls.stable_diffusion import metrics
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny convs: one thread is several times faster on a shared 2-core box
     torch.manual_seed(0)
     d = load_digits()
     x = torch.tensor(d.images, dtype=torch.float32)[:, None] / 16 * 2 - 1
@@ -29,7 +31,8 @@ def setup(tmp_path_factory):
         opt.step()
     path = tmp_path_factory.mktemp("clf") / "classifier.pt"
     torch.save(clf.state_dict(), path)
-    return metrics.TinyScorer(path), images[:300], labels[:300]
+    yield metrics.TinyScorer(path), images[:300], labels[:300]
+    torch.set_num_threads(threads)
 
 
 def _fid(scorer, a, b, prompts):
