@@ -34,6 +34,7 @@ class StableDiffusionConfig(BenchmarkConfig):
     cross_attention_dim: int = Field(1024, ge=8)
     """Width of the text embedding the UNet attends to (OpenCLIP ViT-H/14: 1024)."""
     latent_channels: int = Field(4, ge=1)
+    """VAE latent channels (the UNet's in/out channels)."""
     latent_size: int = Field(64, ge=2)
     """Latent height = width (512 px images / VAE factor 8 = 64)."""
     vae_scale_factor: float | None = 0.18215
@@ -49,13 +50,17 @@ class StableDiffusionConfig(BenchmarkConfig):
 
     # ---- diffusion ----------------------------------------------------------------------------
     num_train_timesteps: int = 1000
+    """DDPM training timesteps (t drawn uniformly from 0..999)."""
     beta_start: float = 0.00085
+    """First beta of the scaled-linear schedule."""
     beta_end: float = 0.012
-    """Scaled-linear betas 0.00085 -> 0.012 over 1000 DDPM steps."""
+    """Last beta: scaled-linear betas 0.00085 -> 0.012 over 1000 DDPM steps."""
     prediction_type: Literal["v_prediction"] = "v_prediction"
+    """The UNet predicts v = sqrt(a) eps - sqrt(1 - a) x0 (Salimans & Ho 2022), as SD v2."""
 
     # ---- optimizer and schedule (log keys) ----------------------------------------------------
     opt_name: str = "adamw"
+    """Logged `opt_name` (fixed: adamw)."""
     base_lr_per_image: float = Field(1.25e-7, gt=0)
     """NVIDIA's BASE_LR: the LR is this times GBS (reference 1.25e-7; NVIDIA records 1e-7, 1.2e-7, 8e-8)."""
     opt_base_learning_rate: float | None = None
@@ -63,9 +68,13 @@ class StableDiffusionConfig(BenchmarkConfig):
     opt_learning_rate_warmup_steps: int = Field(1000, ge=0)
     """Linear warmup from 0 to the peak LR, then constant."""
     opt_adamw_beta_1: float = 0.9
+    """Fixed by the closed rules."""
     opt_adamw_beta_2: float = 0.999
+    """Fixed by the closed rules."""
     opt_adamw_epsilon: float = 1.0e-8
+    """Fixed by the closed rules."""
     opt_adamw_weight_decay: float = 0.01
+    """Fixed by the closed rules (decoupled weight decay)."""
 
     # ---- data, checkpoints, evaluation --------------------------------------------------------
     train_samples: int = 6513144
