@@ -145,6 +145,8 @@ def check_system_json(path: str, ruleset: str, display: str) -> tuple[bool, list
 
 def _mirror(tmp: str, org: str, result_dir: str, exclude: set[str]) -> tuple[str, str, dict]:
     """Build <tmp>/<org>/... for one result folder; returns (mirror org, mirror dir, {mirror file: real})."""
+    # Absolute targets: a relative symlink would resolve against the mirror, not the caller's cwd.
+    org, result_dir = os.path.abspath(org), os.path.abspath(result_dir)
     system = os.path.basename(os.path.dirname(result_dir))
     bench = os.path.basename(result_dir)
     morg = os.path.join(tmp, os.path.basename(org) or "org")
