@@ -464,7 +464,7 @@ def check_result_dir(
 
 def check_tree(path: str, groups: dict[str, list[str]], ruleset: str) -> Report:
     t0 = time.perf_counter()
-    base = path if os.path.isdir(path) else os.path.dirname(path)
+    base = os.path.abspath(path if os.path.isdir(path) else os.path.dirname(path))
     rep = Report(path=path, ruleset=ruleset, kind="tree")
     for org, dirs in sorted(groups.items()):
         systems = sorted({os.path.basename(os.path.dirname(d)) for d in dirs})
