@@ -322,6 +322,10 @@ def check_result_dir(
     from mlperf_logging.compliance_checker import mlp_compliance
     from mlperf_logging.package_checker import package_checker
 
+    # Absolute paths throughout: logs are keyed by the real file the package checker reached
+    # (so none is checked twice), and the package checker may change the working directory.
+    org, result_dir, base = os.path.abspath(org), os.path.abspath(result_dir), os.path.abspath(base)
+
     system = os.path.basename(os.path.dirname(result_dir))
     display_dir = _rel(result_dir, base)
     tool = {

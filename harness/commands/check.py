@@ -74,7 +74,8 @@ def render(report: Report) -> None:
         result = "PASS" if r.passed else ("CRASH" if r.crashed else "FAIL")
         n_err = sum(f.severity == "error" for f in r.findings)
         n_warn = len(r.findings) - n_err
-        name = os.path.relpath(r.path, base) if os.path.isabs(r.path) == os.path.isabs(base) else r.path
+        # Displays are already relative to what was checked; only absolute ones are shortened.
+        name = os.path.relpath(r.path, os.path.abspath(base)) if os.path.isabs(r.path) else r.path
         table.add_row(
             name,
             str(r.benchmark or "?"),
