@@ -87,14 +87,13 @@ def prepare(plans, system) -> None:
     plan = plans[0]
     if is_prepared(plan):
         return
-    rc = launch.get("local").run_module(plan, system, entry_module(plan, ".prepare"))
+    rc, last = launch.get("local").run_module(plan, system, entry_module(plan, ".prepare"))
+    cause = last.removeprefix("error: ").strip()
     if rc == 2:
-        raise ConfigError(f"data for {plan.benchmark} ({plan.size}) is not usable; see the error above")
+        raise ConfigError(cause or f"data for {plan.benchmark} ({plan.size}) is not usable")
     if rc != 0:
-        raise HarnessError(
-            f"preparing data for {plan.benchmark} failed (exit {rc}); "
-            f"see {Path(plan.run_dir) / 'prepare.log'}"
-        )
+        raise HarnessError(f"preparing data for {plan.benchmark} failed (exit {rc}): {cause} "
+                           f"(see {Path(plan.run_dir) / 'prepare.log'})")
 
 
 def execute(

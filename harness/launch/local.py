@@ -53,7 +53,7 @@ class LocalLauncher:
             rc = self._run_one(plan, system, entry, monitor)
             monitor.finished(plan, rc)
 
-    def run_module(self, plan, system, module: str) -> int:
+    def run_module(self, plan, system, module: str) -> tuple[int, str]:
         """One helper process for a plan (data preparation), output shown and kept."""
         argv = [sys.executable, "-m", module, "--plan", str(Path(plan.run_dir) / "plan.json")]
         log = Path(plan.run_dir) / "prepare.log"
@@ -66,10 +66,10 @@ class LocalLauncher:
             except KeyboardInterrupt:
                 _stop(proc)
                 raise
+        # The child's last line is its one-line `error: ...` (harness.train.entry); the caller
+        # relays it, so the user sees the cause once.
         tail = log.read_text(errors="replace").strip().splitlines()[-1:] if rc else []
-        for line in tail:
-            print(line, file=sys.stderr)
-        return rc
+        return rc, (tail[0] if tail else "")
 
     def _run_one(self, plan, system, entry, monitor) -> int:
         run_dir = Path(plan.run_dir)
