@@ -12,12 +12,11 @@ Full (the user provides it; nothing can be downloaded here):
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 from pathlib import Path
 
-MANIFEST = "PREPARED.json"
+from harness.train import manifest as shared
+from harness.train.manifest import MANIFEST, sha256  # noqa: F401  (prepare and tests use them from here)
+
 CHECKPOINT = "checkpoint/tiny_ckpt.pt"
 FULL_CHECKPOINT_DIR = "ckpt4000-consumed_samples=0"
 # Bump when the generator or the pretraining recipe changes: old data dirs then re-prepare.
@@ -58,58 +57,30 @@ def data_fields(config: dict) -> dict:
     return {k: config.get(k) for k in DATA_FIELDS}
 
 
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def read(data_dir: str | Path) -> dict | None:
-    try:
-        return json.loads((Path(data_dir) / MANIFEST).read_text())
-    except (OSError, ValueError):
-        return None
+    return shared.read(data_dir)
 
 
 def is_prepared(plan, verify_hashes: bool = False) -> bool:
     """True when plan.data_dir holds data for this plan: tiny = a manifest matching the config and
     files of the recorded sizes (sha256 too with verify_hashes); full = the expected layout."""
-    data_dir = Path(plan.data_dir)
     if plan.size == "full":
-        return not missing_full(data_dir)
-    m = read(data_dir)
-    if not m or m.get("format") != FORMAT or m.get("config") != data_fields(plan.config):
-        return False
-    for rel, meta in m.get("files", {}).items():
-        p = data_dir / rel
-        try:
-            if p.stat().st_size != meta["size"]:
-                return False
-        except OSError:
-            return False
-        if verify_hashes and sha256(p) != meta["sha256"]:
-            return False
-    return bool(m.get("files"))
+        return not missing_full(Path(plan.data_dir))
+    expect = {"format": FORMAT, "config": data_fields(plan.config)}
+    m = shared.check(plan.data_dir, expect, size_key="size", verify=verify_hashes)
+    return bool(m and m.get("files"))  # a manifest that lists nothing proves nothing
 
 
 def write(data_dir: Path, files: list[str], config: dict, facts: dict) -> Path:
-    entries = {
-        rel: {"size": (data_dir / rel).stat().st_size, "sha256": sha256(data_dir / rel)} for rel in files
-    }
     doc = {
         "format": FORMAT,
         "benchmark": "gpt3",
         "size": "tiny",
         "config": data_fields(config),
-        "files": entries,
+        "files": shared.file_entries(data_dir, files, size_key="size"),
         **facts,
     }
-    tmp = data_dir / (MANIFEST + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2, sort_keys=True))
-    os.replace(tmp, data_dir / MANIFEST)
-    return data_dir / MANIFEST
+    return shared.write(data_dir, doc)
 
 
 def missing_full(data_dir: Path) -> list[tuple[str, str]]:

@@ -7,11 +7,10 @@ Full: the dataset parquet files and the base checkpoint (config.json + *.safeten
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 
-MANIFEST = "PREPARED.json"
+from harness.train import manifest as shared
+
 GENERATOR_VERSION = 1
 # Config fields the tiny data and the tiny base checkpoint depend on.
 DATA_FIELDS = (
@@ -39,12 +38,17 @@ def data_config(config: dict) -> dict:
     return {k: config.get(k) for k in DATA_FIELDS} | {"generator_version": GENERATOR_VERSION}
 
 
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+def write(plan, files: list[Path], facts: dict) -> Path:
+    """Tiny only: the full data is the user's, checked by `_full_ready`, never listed."""
+    doc = {
+        "benchmark": plan.benchmark,
+        "size": plan.size,
+        "not_submittable": True,
+        "config": data_config(plan.config),
+        "files": shared.file_entries(plan.data_dir, files),
+        **facts,
+    }
+    return shared.write(plan.data_dir, doc)
 
 
 def _full_ready(data_dir: Path, config: dict) -> bool:
@@ -63,16 +67,4 @@ def is_prepared(plan, verify: bool = False) -> bool:
     data_dir = Path(plan.data_dir)
     if plan.size == "full":
         return _full_ready(data_dir, plan.config)
-    try:
-        m = json.loads((data_dir / MANIFEST).read_text())
-    except (OSError, ValueError):
-        return False
-    if m.get("config") != data_config(plan.config):
-        return False
-    for rel, info in m.get("files", {}).items():
-        f = data_dir / rel
-        if not f.exists() or f.stat().st_size != info["bytes"]:
-            return False
-        if verify and sha256(f) != info["sha256"]:
-            return False
-    return True
+    return shared.check(data_dir, {"config": data_config(plan.config)}, verify=verify) is not None

@@ -20,7 +20,6 @@ Full: check that the dataset and checkpoint are where the plan says (ConfigError
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import random
@@ -133,20 +132,7 @@ def prepare_tiny(plan: RunPlan) -> Path:
     model, final_loss = pretrain_base(cfg, lang)
     files = save_base(model, root / cfg.model_dir)
     files += [ds / data.TRAIN_FILE, ds / data.EVAL_FILE]
-    m = {
-        "benchmark": plan.benchmark,
-        "size": plan.size,
-        "not_submittable": True,
-        "config": manifest.data_config(plan.config),
-        "pretrain_final_loss": round(final_loss, 4),
-        "files": {
-            str(f.relative_to(root)): {"bytes": f.stat().st_size, "sha256": manifest.sha256(f)} for f in files
-        },
-    }
-    tmp = root / (manifest.MANIFEST + ".tmp")
-    tmp.write_text(json.dumps(m, indent=1, sort_keys=True))
-    os.replace(tmp, root / manifest.MANIFEST)
-    return root / manifest.MANIFEST
+    return manifest.write(plan, files, {"pretrain_final_loss": round(final_loss, 4)})
 
 
 def validate_full(plan: RunPlan) -> None:

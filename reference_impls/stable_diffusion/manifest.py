@@ -7,11 +7,10 @@ contents are checked by `prepare` (hashing 6.5M latents on every run would be ab
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 
-MANIFEST = "PREPARED.json"
+from harness.train import manifest as shared
+
 FORMAT = 1
 
 # Config fields that shape the data on disk (tiny: generated from them; full: checked against them).
@@ -37,55 +36,21 @@ def data_fields(plan) -> dict:
     return {"size": plan.size, **{k: cfg.get(k) for k in DATA_FIELDS}}
 
 
-def sha256(path: Path, chunk: int = 1 << 22) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
 def write(plan, files: list[Path], hash_files: bool = True, extra: dict | None = None) -> Path:
-    root = Path(plan.data_dir)
-    entries = {}
-    for p in sorted(set(files)):
-        entries[str(Path(p).relative_to(root))] = {
-            "bytes": Path(p).stat().st_size,
-            **({"sha256": sha256(Path(p))} if hash_files else {}),
-        }
-    out = root / MANIFEST
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(
-        json.dumps(
-            {
-                "format": FORMAT,
-                "benchmark": "stable_diffusion",
-                "fields": data_fields(plan),
-                "files": entries,
-                **(extra or {}),
-            },
-            indent=1,
-            sort_keys=True,
-        )
-    )
-    tmp.replace(out)
-    return out
+    entries = shared.file_entries(plan.data_dir, files, hash_files=hash_files)
+    doc = {
+        "format": FORMAT,
+        "benchmark": "stable_diffusion",
+        "fields": data_fields(plan),
+        "files": entries,
+        **(extra or {}),
+    }
+    return shared.write(plan.data_dir, doc)
 
 
 def read(plan) -> dict | None:
-    try:
-        return json.loads((Path(plan.data_dir) / MANIFEST).read_text())
-    except (OSError, ValueError):
-        return None
+    return shared.read(plan.data_dir)
 
 
 def is_prepared(plan) -> bool:
-    m = read(plan)
-    if not m or m.get("format") != FORMAT or m.get("fields") != json.loads(json.dumps(data_fields(plan))):
-        return False
-    root = Path(plan.data_dir)
-    for rel, info in m.get("files", {}).items():
-        p = root / rel
-        if not p.is_file() or p.stat().st_size != info.get("bytes"):
-            return False
-    return True
+    return shared.check(plan.data_dir, {"format": FORMAT, "fields": data_fields(plan)}) is not None
