@@ -78,6 +78,9 @@ class GnnConfig(BenchmarkConfig):
     """Validation seeds per rank per forward (NVIDIA: 1024-2048)."""
     max_epochs: float = Field(2.0, gt=0.0)
     """Give up (status aborted, exit 3) after this many epochs without reaching the target."""
+    checkpoint_interval_steps: int = Field(1000, ge=0)
+    """Resumable checkpoint (`mlperf run --resume`) at the first evaluation after every N steps;
+    0 = never. Full: 1000 (about one per evaluation); tiny: a few seconds' worth."""
 
     # ---- tiny synthetic graph (used only by `prepare` at tiny size) --------------------------
     synth_edges_per_paper: dict[str, float] = {

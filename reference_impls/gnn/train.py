@@ -133,12 +133,20 @@ def train(rt) -> tuple[bool, dict]:
     timings = Timings(Path(plan.run_dir) / "timings.jsonl" if rt.is_rank0 else None)
     share = lay.micro_batch_size * lay.grad_accum
     step, progress, success = 0, 0.0, False
+    epoch, first_s, mid_epoch = 0, 0, False
+    ck = _checkpointer(rt)
+    if plan.resume_from:  # continue after the evaluation the checkpoint was taken at
+        step, epoch, first_s, progress = _resume(ck, rt, model, opt, gen, order_gen)
+        mid_epoch = True  # its epoch_start is in the log already
+    last_ckpt = step
     try:
-        epoch = 0
         while step < max_steps and not success:
-            rt.log.start("epoch_start", metadata={"epoch_num": epoch + 1})
+            if not mid_epoch:
+                rt.log.start("epoch_start", metadata={"epoch_num": epoch + 1})
+            mid_epoch = False
+            epoch_order = order_gen.get_state()  # a checkpoint re-draws this epoch's order from it
             perm = graph.train_idx[torch.randperm(graph.train_idx.numel(), generator=order_gen)]
-            for s in range(steps_per_epoch):
+            for s in range(first_s, steps_per_epoch):
                 t0 = time.perf_counter()
                 gb = perm[s * cfg.global_batch_size : (s + 1) * cfg.global_batch_size]
                 mine = gb[rt.rank * share : (rt.rank + 1) * share]
@@ -180,6 +188,14 @@ def train(rt) -> tuple[bool, dict]:
                 timings.write(**row)
                 if success or stop or step >= max_steps:
                     break
+                if (
+                    k is not None
+                    and cfg.checkpoint_interval_steps
+                    and step - last_ckpt >= cfg.checkpoint_interval_steps
+                ):
+                    _save(ck, rt, model, opt, gen, epoch_order, step, epoch, s + 1, progress)
+                    last_ckpt = step
+            first_s = 0
             if success or rt.stop_requested or step >= max_steps:
                 rt.log.end("epoch_stop", metadata={"epoch_num": progress})
                 break
@@ -188,6 +204,64 @@ def train(rt) -> tuple[bool, dict]:
     finally:
         timings.close()
     return success, {"epoch_num": progress}
+
+
+# ---- resumable run checkpoints (harness/train/checkpoint.py; `mlperf run --resume`) ---------------
+# Taken right after an evaluation (nothing else is logged between it and the next step), so the
+# log offset is consistent: the resumed run logs neither epoch_start nor anything before the next
+# step. Data position: the epoch, the next step within it and the epoch's shuffle generator state
+# (the permutation is re-drawn from it); every rank's sampler generator and the global RNGs.
+
+
+def _checkpointer(rt):
+    from harness.train import checkpoint
+
+    barrier = dist.barrier if dist.is_initialized() and rt.world_size > 1 else None
+    return checkpoint.Checkpointer(
+        Path(rt.plan.run_dir) / "checkpoints", rt.rank, rt.world_size, barrier=barrier
+    )
+
+
+def _bare(model):
+    return model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+
+
+def _save(ck, rt, model, opt, gen, epoch_order, step, epoch, next_s, progress) -> None:
+    from harness.train import checkpoint
+
+    state = {
+        "model": _bare(model).state_dict(),
+        "optimizer": opt.state_dict(),
+        "sampler_rng": gen.get_state(),
+        "order_rng": epoch_order,
+        "rng": checkpoint.capture_rng(),
+    }
+    meta = {"step": step, "epoch": epoch, "next_step_in_epoch": next_s, "epoch_num": progress}
+    if rt.is_rank0:
+        meta["log_offset"] = Path(rt.plan.log_path).stat().st_size  # the log up to this evaluation
+    ck.save(step, state, meta=meta, rank_meta={"step": step})
+
+
+def _resume(ck, rt, model, opt, gen, order_gen) -> tuple[int, int, int, float]:
+    from harness.errors import HarnessError
+    from harness.train import checkpoint
+
+    try:
+        state, manifest = ck.load(Path(rt.plan.resume_from))
+    except checkpoint.CheckpointError as e:
+        raise HarnessError(f"cannot resume: {e}", exit_code=2) from None
+    try:
+        _bare(model).load_state_dict(state["model"])
+    except RuntimeError as e:
+        raise HarnessError(f"cannot resume: checkpoint does not fit the model ({str(e)[:200]})", 2) from None
+    opt.load_state_dict(state["optimizer"])
+    gen.set_state(state["sampler_rng"])
+    order_gen.set_state(state["order_rng"])
+    checkpoint.restore_rng(state["rng"])
+    m = manifest["meta"]
+    if rt.is_rank0:
+        print(f"resumed from {rt.plan.resume_from} at step {m['step']}", flush=True)
+    return int(m["step"]), int(m["epoch"]), int(m["next_step_in_epoch"]), float(m["epoch_num"])
 
 
 def _eval_and_log(model, graph, sampler, rt, cfg, device, progress):
