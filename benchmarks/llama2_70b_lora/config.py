@@ -88,6 +88,10 @@ class Llama2LoraConfig(BenchmarkConfig):
     """Evaluations skipped at the start; default floor(0.125 x GBS + 2) as the rules say."""
     eval_micro_batch_size: int = Field(1, ge=1)
     """Sequences per rank per eval forward (the loss is a mean of per-sequence means either way)."""
+    checkpoint_interval_steps: int = Field(192, ge=0)
+    """Resumable checkpoint (`mlperf run --resume`: LoRA weights, AdamW state, RNGs) at the first
+    eval slot after every N steps; 0 = never. Full: 192 (every 4th eval at GBS 8; the whole run is
+    ~1000 steps, and the LoRA state is small); tiny: a few seconds' worth."""
 
     # ---- tiny size: what `prepare` builds ----------------------------------------------------
     tiny_pretrain_steps: int = Field(300, ge=0)

@@ -192,6 +192,8 @@ def run(rt) -> bool:
         weight_decay=cfg.opt_adamw_weight_decay,
     )
     target = plan.target["eval_loss"]
+    ck = _checkpointer(rt)
+    first_step = _resume(ck, rt, model, opt) if plan.resume_from else 0
     log.event("train_samples", n_train)
     log.event("eval_samples", n_eval)
     log.init_stop()
@@ -205,12 +207,15 @@ def run(rt) -> bool:
         tr_ids, tr_labels = tr_ids.pin_memory(), tr_labels.pin_memory()
     order = data.BatchOrder(n_train, cfg.global_batch_size, plan.seed + cfg.seed_offset)
     mbs, ga = layout.micro_batch_size, layout.grad_accum
-    timings = open(Path(plan.run_dir) / "timings.jsonl", "w") if rt.is_rank0 else None
-    samples, slots, success = 0, 0, False
-    log.start("block_start", metadata={"samples_count": 0})
+    # A resumed run appends: the rows of the interrupted attempt stay.
+    timings = open(Path(plan.run_dir) / "timings.jsonl", "a" if first_step else "w") if rt.is_rank0 else None
+    samples, slots, success = first_step * cfg.global_batch_size, first_step // cfg.eval_interval_steps, False
+    last_ckpt = first_step
+    if not plan.resume_from:  # a resumed run's open block_start is in the log already
+        log.start("block_start", metadata={"samples_count": 0})
     model.train()
     try:
-        for step in range(cfg.max_steps):
+        for step in range(first_step, cfg.max_steps):
             if rt.stop_requested:
                 break
             t0 = time.perf_counter()
@@ -258,6 +263,12 @@ def run(rt) -> bool:
                 dt = time.perf_counter() - t0
                 rec.update(step_time_s=dt, samples_per_s=cfg.global_batch_size / dt)
                 timings.write(json.dumps(rec) + "\n")
+            interval = cfg.checkpoint_interval_steps
+            if (step + 1) % cfg.eval_interval_steps == 0 and interval and step + 1 - last_ckpt >= interval:
+                if timings is not None:
+                    timings.flush()
+                _save(ck, rt, model, opt, step + 1)
+                last_ckpt = step + 1
         if not success:
             log.end("block_stop", metadata={"samples_count": samples})
             log.run_stop(False, metadata={"samples_count": samples})
@@ -266,3 +277,88 @@ def run(rt) -> bool:
             timings.close()
     rt.extra.update(samples=samples, run_s=time.perf_counter() - t_run)
     return success
+
+
+# ---- resumable run checkpoints (harness/train/checkpoint.py; `mlperf run --resume`) ---------------
+# Taken at eval slots (skipped or not) after whatever the slot logs, i.e. with the next block's
+# block_start already in the log: the resumed run logs nothing before its next step. Saved: the
+# LoRA weights only (the frozen base is re-loaded from the prepared safetensors), the AdamW state
+# and every RNG (LoRA dropout); the data position is the step (BatchOrder is a pure function of
+# it) and the LR is lr_at(step). FSDP shards (DTensors) are stored as this rank's local shard.
+
+
+def _checkpointer(rt):
+    from harness.train import checkpoint
+
+    barrier = dist.barrier if dist.is_initialized() and rt.world_size > 1 else None
+    return checkpoint.Checkpointer(
+        Path(rt.plan.run_dir) / "checkpoints", rt.rank, rt.world_size, barrier=barrier
+    )
+
+
+def _is_dtensor(t) -> bool:
+    return hasattr(t, "to_local") and hasattr(t, "device_mesh")
+
+
+def _local(obj):
+    if isinstance(obj, torch.Tensor):
+        return (obj.to_local() if _is_dtensor(obj) else obj).detach().cpu()
+    if isinstance(obj, dict):
+        return {k: _local(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_local(v) for v in obj)
+    return obj
+
+
+def _trainable(model) -> dict[str, torch.nn.Parameter]:
+    return {n: p for n, p in model.named_parameters() if p.requires_grad}
+
+
+def _save(ck, rt, model, opt, step: int) -> None:
+    from harness.train import checkpoint
+
+    state = {
+        "lora": _local(_trainable(model)),
+        "optimizer": _local(opt.state_dict()),
+        "rng": checkpoint.capture_rng(),
+    }
+    meta = {"step": step, "samples_count": step * rt.plan.cfg().global_batch_size}
+    if rt.is_rank0:
+        meta["log_offset"] = Path(rt.plan.log_path).stat().st_size
+    ck.save(step, state, meta=meta, rank_meta={"step": step})
+
+
+def _resume(ck, rt, model, opt) -> int:
+    """Load this rank's LoRA weights, AdamW state and RNGs; returns the step to continue at."""
+    from harness.errors import HarnessError
+    from harness.train import checkpoint
+
+    try:
+        state, manifest = ck.load(Path(rt.plan.resume_from))
+    except checkpoint.CheckpointError as e:
+        raise HarnessError(f"cannot resume: {e}", exit_code=2) from None
+    params = _trainable(model)
+    saved = state["lora"]
+    if set(saved) != set(params) or any(
+        tuple(saved[n].shape) != tuple(_local(p).shape) for n, p in params.items()
+    ):
+        raise HarnessError("cannot resume: the checkpoint's LoRA weights do not fit the model", exit_code=2)
+    with torch.no_grad():
+        for n, p in params.items():
+            (p.to_local() if _is_dtensor(p) else p).copy_(saved[n])
+    sd = state["optimizer"]
+    plist = [p for g in opt.param_groups for p in g["params"]]
+    for i, st in sd["state"].items():
+        p = plist[int(i)]
+        if _is_dtensor(p):
+            from torch.distributed.tensor import DTensor
+
+            for k, v in list(st.items()):
+                if isinstance(v, torch.Tensor) and v.dim() > 0:
+                    st[k] = DTensor.from_local(v.to(p.device), p.device_mesh, p.placements)
+    opt.load_state_dict(sd)
+    checkpoint.restore_rng(state["rng"])
+    step = int(manifest["meta"]["step"])
+    if rt.is_rank0:
+        print(f"resumed from {rt.plan.resume_from} at step {step}", flush=True)
+    return step
