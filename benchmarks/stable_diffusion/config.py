@@ -95,6 +95,11 @@ class StableDiffusionConfig(BenchmarkConfig):
     """FID Inception weights (pytorch-fid). Never downloaded: a missing file is an error."""
     checkpoint_every_images: int = Field(512000, ge=1)
     """Save (and score) a checkpoint every ceil(checkpoint_every_images / GBS) steps."""
+    resumable_checkpoint_interval_steps: int = Field(1000, ge=0)
+    """Resumable checkpoint (`mlperf run --resume`: UNet, AdamW, grad scaler, data position, RNGs,
+    the scoring clock) at the first UNet checkpoint (block boundary) after every N steps; 0 = never.
+    (`checkpoint_interval_steps` is already the UNet checkpoint cadence, derived from
+    checkpoint_every_images.) Full: 1000, i.e. every checkpoint at GBS 512; tiny: every checkpoint."""
     eval_start_images: int = Field(0, ge=0)
     """Score only checkpoints at or after this many images (NVIDIA's INFER_START_STEP x GBS)."""
     train_samples_cap: int = Field(10_240_000, ge=1)

@@ -149,6 +149,8 @@ def train(rt) -> tuple[bool, dict | None]:
     gen = torch.Generator(device=dev).manual_seed(plan.seed * 1000 + rt.rank)
     ckpt_dir = Path(plan.run_dir) / "checkpoints"
     interval = cfg.checkpoint_interval_steps
+    ck = _checkpointer(rt)
+    resumed = _resume(ck, rt, unet, opt, scaler, gen) if plan.resume_from else None
     timings = open(Path(plan.run_dir) / "timings.jsonl", "a", buffering=1) if rt.is_rank0 else None
     log.init_stop()
     log.run_start()
@@ -158,8 +160,21 @@ def train(rt) -> tuple[bool, dict | None]:
     clock = lambda: now_ms() - paused  # noqa: E731 - the training clock (wall minus scoring time)
     step = samples = points = 0
     passed: tuple[int, int, int] | None = None  # (samples, time_ms, step) of the first passing checkpoint
+    if resumed is not None:
+        # Only the scoring time up to the checkpoint is taken out of the clock: everything since
+        # (the lost training, any scoring the kill discarded, the restart) counts as training.
+        step, samples, points, paused = (
+            resumed["step"],
+            resumed["samples"],
+            resumed["points"],
+            resumed["paused_ms"],
+        )
+        passed = tuple(resumed["passed"]) if resumed["passed"] else None
+        for _ in range(step * ga):  # the data position: the stream is deterministic, skip what was seen
+            next(stream)
+    last_resumable = step
     loss_sum = torch.zeros((), device=dev)
-    log.start("block_start", "training_step", {"samples_count": 0}, time_ms=clock())
+    log.start("block_start", "training_step", {"samples_count": samples}, time_ms=clock())
     try:
         while True:
             t0 = time.perf_counter()
@@ -243,6 +258,10 @@ def train(rt) -> tuple[bool, dict | None]:
                 break
             if samples >= cfg.train_samples_cap or _stop(rt):
                 break
+            every = cfg.resumable_checkpoint_interval_steps
+            if every and step - last_resumable >= every:
+                _save(ck, rt, unet, opt, scaler, gen, step, samples, points, paused, passed)
+                last_resumable = step
             log.start("block_start", "training_step", {"samples_count": samples}, time_ms=clock())
     finally:
         if timings:
@@ -251,6 +270,80 @@ def train(rt) -> tuple[bool, dict | None]:
         log.run_stop(True, {"step_num": passed[2]}, time_ms=passed[1])
         return True, None
     return False, None
+
+
+# ---- resumable run checkpoints (harness/train/checkpoint.py; `mlperf run --resume`) ---------------
+# Taken at a UNet checkpoint once its scoring is logged, before the next block_start, so the log
+# offset is consistent: the resumed run starts by logging that block_start. Saved: the UNet, AdamW
+# (this rank's shard under ZeroRedundancyOptimizer), the grad scaler, the noise generator, every
+# global RNG, and the run's counters (step, samples, scored points, first passing checkpoint, the
+# scoring time taken out of the clock so far). The data position is the step: the stream is a pure
+# function of the seed, and the resumed run skips the step x GA micro-batches already trained on.
+# Timing stays honest: run_start is the original one and only the scoring time recorded in the
+# checkpoint is subtracted, so the time lost to the interruption counts as training time.
+
+
+def _checkpointer(rt):
+    from harness.train import checkpoint
+
+    if rt.world_size > 1:
+        import torch.distributed as dist
+
+        barrier = dist.barrier
+    else:
+        barrier = None
+    return checkpoint.Checkpointer(
+        Path(rt.plan.run_dir) / "checkpoints", rt.rank, rt.world_size, barrier=barrier
+    )
+
+
+def _local_opt(opt):
+    return getattr(opt, "optim", opt)  # ZeroRedundancyOptimizer: this rank's shard
+
+
+def _save(ck, rt, unet, opt, scaler, gen, step, samples, points, paused, passed) -> None:
+    from harness.train import checkpoint
+
+    state = {
+        "unet": unet.state_dict(),
+        "optimizer": _local_opt(opt).state_dict(),
+        "noise_rng": gen.get_state(),
+        "rng": checkpoint.capture_rng(),
+    }
+    meta = {
+        "step": step,
+        "samples": samples,
+        "points": points,
+        "paused_ms": int(paused),
+        "passed": list(passed) if passed else None,
+        "scaler": scaler.state_dict() if scaler else None,
+    }
+    if rt.is_rank0:
+        meta["log_offset"] = Path(rt.plan.log_path).stat().st_size
+    ck.save(step, state, meta=meta, rank_meta={"step": step})
+
+
+def _resume(ck, rt, unet, opt, scaler, gen) -> dict:
+    from harness.errors import HarnessError
+    from harness.train import checkpoint
+
+    try:
+        state, manifest = ck.load(Path(rt.plan.resume_from))
+    except checkpoint.CheckpointError as e:
+        raise HarnessError(f"cannot resume: {e}", exit_code=2) from None
+    try:
+        unet.load_state_dict(state["unet"])
+    except RuntimeError as e:
+        raise HarnessError(f"cannot resume: checkpoint does not fit the UNet ({str(e)[:200]})", 2) from None
+    _local_opt(opt).load_state_dict(state["optimizer"])
+    meta = manifest["meta"]
+    if scaler and meta.get("scaler"):
+        scaler.load_state_dict(meta["scaler"])
+    gen.set_state(state["noise_rng"])
+    checkpoint.restore_rng(state["rng"])
+    if rt.is_rank0:
+        print(f"resumed from {rt.plan.resume_from} at step {meta['step']}", flush=True)
+    return meta
 
 
 def _stop(rt) -> bool:
