@@ -136,5 +136,4 @@ def main(plan_path: str) -> int:
 if __name__ == "__main__":
     from harness.train.entry import main as entry_main
 
-    entry_main(main)
-    sys.exit(0)
+    sys.exit(entry_main(main))

@@ -15,14 +15,13 @@ the manifest. Any problem is one line: `error: <file>: <what> (<where it comes f
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from harness.errors import HarnessError
 from harness.plan import RunPlan
+from harness.train import entry
 from reference_impls.gnn import data, manifest
 
 
@@ -115,23 +114,19 @@ def prepare(plan: RunPlan) -> Path:
     return manifest.write(plan, files, hash_files=False)  # sizes only: hashing 2.2 TB is not useful
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m reference_impls.gnn.prepare", description=__doc__.splitlines()[0]
-    )
-    ap.add_argument("--plan", required=True, help="plan.json written by the harness")
-    args = ap.parse_args(argv)
-    try:
-        plan = RunPlan.load(Path(args.plan))
-        if manifest.is_prepared(plan):
-            print(f"gnn ({plan.size}) data already prepared in {plan.data_dir}")
-            return 0
-        out = prepare(plan)
-    except HarnessError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return e.exit_code
+def _prepare_once(plan_path: str) -> None:
+    plan = RunPlan.load(Path(plan_path))
+    if manifest.is_prepared(plan):
+        print(f"gnn ({plan.size}) data already prepared in {plan.data_dir}")
+        return
+    out = prepare(plan)
     print(f"gnn ({plan.size}) data ready in {plan.data_dir} ({out.name} written)")
-    return 0
+
+
+def main(argv=None) -> int:
+    return entry.main(
+        _prepare_once, __doc__.splitlines()[0], argv, prog="python -m reference_impls.gnn.prepare"
+    )
 
 
 if __name__ == "__main__":

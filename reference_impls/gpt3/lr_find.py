@@ -84,5 +84,4 @@ def main(plan_path: str) -> int:
 if __name__ == "__main__":
     from harness.train.entry import main as entry_main
 
-    entry_main(main, "LR range test (started by `mlperf lr-find`)")
-    sys.exit(0)
+    sys.exit(entry_main(main, "LR range test (started by `mlperf lr-find`)"))

@@ -11,7 +11,6 @@ where it comes from (nothing is downloaded).
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
@@ -20,6 +19,7 @@ from pathlib import Path
 
 from harness.errors import ConfigError
 from harness.plan import RunPlan
+from harness.train import entry
 from reference_impls.gpt3 import manifest
 from reference_impls.gpt3.data import TRAIN_SEQUENCES
 
@@ -144,15 +144,10 @@ def _free_port() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m reference_impls.gpt3.prepare")
-    ap.add_argument("--plan", required=True)
-    args = ap.parse_args(argv)
-    try:
-        prepare(RunPlan.load(Path(args.plan)), log=lambda m: print(m, file=sys.stderr, flush=True))
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return e.exit_code
-    return 0
+    def run(plan_path: str) -> None:
+        prepare(RunPlan.load(Path(plan_path)), log=lambda m: print(m, file=sys.stderr, flush=True))
+
+    return entry.main(run, argv=argv, prog="python -m reference_impls.gpt3.prepare")
 
 
 if __name__ == "__main__":  # guard required: megatron dist_checkpointing workers re-import __main__

@@ -19,15 +19,14 @@ Full: check that the dataset and checkpoint are where the plan says (ConfigError
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import random
 import sys
 from pathlib import Path
 
-from harness.errors import HarnessError
 from harness.plan import RunPlan
+from harness.train import entry
 from reference_impls.llama2_70b_lora import manifest
 
 PAD, BOS, EOS, SEP = 0, 1, 2, 3
@@ -147,22 +146,18 @@ def validate_full(plan: RunPlan) -> None:
     check_checkpoint_config(md, cfg)
 
 
+def _prepare(plan_path: str) -> None:
+    plan = RunPlan.load(Path(plan_path))
+    if plan.size == "tiny":
+        print(prepare_tiny(plan))
+    else:
+        validate_full(plan)
+        print(f"{plan.data_dir}: dataset and checkpoint present")
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m reference_impls.llama2_70b_lora.prepare")
-    ap.add_argument("--plan", required=True)
-    args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    try:
-        plan = RunPlan.load(Path(args.plan))
-        if plan.size == "tiny":
-            print(prepare_tiny(plan))
-        else:
-            validate_full(plan)
-            print(f"{plan.data_dir}: dataset and checkpoint present")
-    except HarnessError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return e.exit_code
-    return 0
+    return entry.main(_prepare, argv=argv, prog="python -m reference_impls.llama2_70b_lora.prepare")
 
 
 if __name__ == "__main__":

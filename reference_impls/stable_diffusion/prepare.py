@@ -18,7 +18,6 @@ problem one line `error: <file>: <what> (<where it comes from>)`, exit 2; then t
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import json
@@ -29,8 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.errors import ConfigError, HarnessError
+from harness.errors import ConfigError
 from harness.plan import RunPlan
+from harness.train import entry
 from reference_impls.stable_diffusion import data, manifest
 
 SPLIT_SEED = 2023  # the reference's COCO subset seed
@@ -232,16 +232,12 @@ def prepare(plan: RunPlan) -> Path:
     return out
 
 
+def _prepare(plan_path: str) -> None:
+    prepare(RunPlan.load(Path(plan_path)))
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m reference_impls.stable_diffusion.prepare")
-    ap.add_argument("--plan", required=True)
-    args = ap.parse_args(argv)
-    try:
-        prepare(RunPlan.load(Path(args.plan)))
-    except HarnessError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return e.exit_code
-    return 0
+    return entry.main(_prepare, argv=argv, prog="python -m reference_impls.stable_diffusion.prepare")
 
 
 if __name__ == "__main__":

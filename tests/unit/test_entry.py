@@ -1,0 +1,90 @@
+"""harness/train/entry.py: run_training's exit codes and its promise that finish() always runs."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+from harness.errors import ConfigError
+from harness.train import entry, runtime
+
+
+class FakeRuntime:
+    def __init__(self, signal_received=None):
+        self.signal_received = signal_received
+        self.finished = None
+
+    def finish(self, success, metadata=None):  # the exit-code rule of runtime.Runtime.finish
+        self.finished = (success, metadata)
+        return 130 if self.signal_received is not None else (0 if success else 3)
+
+
+@pytest.fixture
+def train_module(monkeypatch):
+    """A fake `fake_train:run` the entry imports after start(); returns (set_behaviour, runtime)."""
+    rt = FakeRuntime()
+    monkeypatch.setattr(runtime, "start", lambda plan: rt)
+    mod = types.ModuleType("fake_train")
+    monkeypatch.setitem(sys.modules, "fake_train", mod)
+
+    def behave(fn):
+        mod.run = fn
+
+    return behave, rt
+
+
+def _raise(exc):
+    def run(rt):
+        raise exc
+
+    return run
+
+
+@pytest.mark.parametrize(
+    "result,code,finished",
+    [
+        (True, 0, (True, None)),
+        (False, 3, (False, None)),
+        ((True, {"epoch_num": 2}), 0, (True, {"epoch_num": 2})),
+        ((False, None), 3, (False, None)),
+    ],
+)
+def test_result_shapes_and_codes(train_module, result, code, finished):
+    behave, rt = train_module
+    behave(lambda rt: result)
+    assert entry.run_training("fake_train:run", ["--plan", "p.json"]) == code
+    assert rt.finished == finished
+
+
+def test_harness_error_is_one_last_line_and_its_code(train_module, capsys):
+    behave, rt = train_module
+    behave(_raise(ConfigError("no latents in /data")))
+    assert entry.run_training("fake_train:run", ["--plan", "p.json"]) == 2
+    assert rt.finished == (False, None)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: no latents in /data"]
+
+
+def test_crash_is_1_with_a_traceback_and_the_log_still_finished(train_module, capsys):
+    behave, rt = train_module
+    behave(_raise(RuntimeError("boom")))
+    assert entry.run_training("fake_train:run", ["--plan", "p.json"]) == 1
+    assert rt.finished == (False, None)
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_a_signal_wins_over_what_training_raised_on_the_way_out(train_module):
+    behave, rt = train_module
+    rt.signal_received = 15
+    behave(_raise(ConfigError("collective failed")))
+    assert entry.run_training("fake_train:run", ["--plan", "p.json"]) == 130
+    behave(lambda rt: False)
+    assert entry.run_training("fake_train:run", ["--plan", "p.json"]) == 130
+
+
+def test_an_import_failure_still_finishes(train_module):
+    _, rt = train_module
+    assert entry.run_training("fake_train:missing", ["--plan", "p.json"]) == 1
+    assert rt.finished == (False, None)
