@@ -2,16 +2,14 @@
 the official compliance checker with the tiny rules."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import events as mllog_events
+from helpers import make_plan, official_check, run_entry
 
-from harness.runner import make_plans
 from reference_impls.gnn import manifest, prepare
 
-REPO = Path(__file__).resolve().parents[2]
 TARGET = 0.72
 
 
@@ -21,53 +19,19 @@ def data_dir(tmp_path_factory):
 
 
 def _plan(tmp_path, data_dir, seed, nproc=None, sets=()):
-    plan = make_plans(
-        "gnn",
-        "cpu-local",
-        size="tiny",
-        seed=seed,
-        results_dir=tmp_path / "results",
-        nproc_per_node=nproc,
-        data_dir=data_dir,
-        sets=sets,
-    )[0]
+    plan = make_plan("gnn", tmp_path, seed=seed, nproc_per_node=nproc, data_dir=data_dir, sets=sets)
     if not manifest.is_prepared(plan):
         prepare.prepare(plan)
     return plan
 
 
-def _events(log: Path) -> list[dict]:
-    return [
-        json.loads(ln.split(":::MLLOG ", 1)[1]) for ln in log.read_text().splitlines() if ":::MLLOG " in ln
-    ]
-
-
-def _checker(log: Path) -> subprocess.CompletedProcess:
-    """The official compliance checker with the tiny rules, as `mlperf check` runs it."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "mlperf_logging.compliance_checker",
-        "--usage",
-        "training",
-        "--ruleset",
-        "4.0.0",
-        "--config",
-        str(REPO / "benchmarks" / "tiny_common.yaml"),
-        "--log_output",
-        "/dev/null",
-        str(log),
-    ]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-
-
 def _check(log: Path):
-    r = _checker(log)
+    r = official_check(log)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
 
 def _assert_converged(plan):
-    events = _events(Path(plan.log_path))
+    events = mllog_events(plan.log_path)
     keys = [e["key"] for e in events]
     # The order the 4.0.0 checker wants, and gnn's closed-rule keys.
     for a, b in [
@@ -92,13 +56,7 @@ def _assert_converged(plan):
 
 def test_one_process_reaches_the_target_and_the_log_passes_the_checker(tmp_path, data_dir):
     plan = _plan(tmp_path, data_dir, seed=11)
-    r = subprocess.run(
-        [sys.executable, "-m", "reference_impls.gnn", "--plan", str(Path(plan.run_dir) / "plan.json")],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=REPO,
-    )
+    r = run_entry("reference_impls.gnn", plan)
     assert r.returncode == 0, r.stderr[-3000:]
     _assert_converged(plan)
     rows = [json.loads(ln) for ln in (Path(plan.run_dir) / "timings.jsonl").read_text().splitlines()]
@@ -110,26 +68,9 @@ def test_one_process_reaches_the_target_and_the_log_passes_the_checker(tmp_path,
 def test_two_ranks_ddp_over_gloo_reach_the_target(tmp_path, data_dir):
     plan = _plan(tmp_path, data_dir, seed=21, nproc=2)
     assert plan.layout.dp == 2 and plan.layout.grad_accum == 1
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node",
-            "2",
-            "-m",
-            "reference_impls.gnn",
-            "--plan",
-            str(Path(plan.run_dir) / "plan.json"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=REPO,
-    )
+    r = run_entry("reference_impls.gnn", plan, nproc=2)
     assert r.returncode == 0, r.stderr[-3000:]
-    events = _events(Path(plan.log_path))
+    events = mllog_events(plan.log_path)
     assert sum(e["key"] == "run_start" for e in events) == 1  # rank 0 alone writes the log
     assert next(e["value"] for e in events if e["key"] == "gradient_accumulation_steps") == 1
     _assert_converged(plan)
@@ -137,18 +78,12 @@ def test_two_ranks_ddp_over_gloo_reach_the_target(tmp_path, data_dir):
 
 def test_target_not_reached_exits_3_with_an_aborted_log(tmp_path, data_dir):
     plan = _plan(tmp_path, data_dir, seed=5, sets=("max_epochs=0.05",))  # 3 steps, one evaluation
-    r = subprocess.run(
-        [sys.executable, "-m", "reference_impls.gnn", "--plan", str(Path(plan.run_dir) / "plan.json")],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=REPO,
-    )
+    r = run_entry("reference_impls.gnn", plan)
     assert r.returncode == 3, r.stderr[-3000:]
-    events = _events(Path(plan.log_path))
+    events = mllog_events(plan.log_path)
     assert [e["metadata"]["epoch_num"] for e in events if e["key"] == "eval_accuracy"] == [0.05]
     assert events[-1]["key"] == "run_stop" and events[-1]["metadata"]["status"] == "aborted"
-    r = _checker(Path(plan.log_path))
+    r = official_check(plan.log_path)
     # Like the official closed_gnn.yaml, the tiny rules want one accuracy >= 0.72: only that check fails.
     assert r.returncode == 1
     failed = [ln for ln in (r.stdout + r.stderr).splitlines() if "Failed checks" in ln]

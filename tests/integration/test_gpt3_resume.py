@@ -39,9 +39,8 @@ def _mlperf(*args):
     return [sys.executable, "-m", "harness.cli", *args]
 
 
-def test_kill9_mid_training_then_resume(tmp_path, data_dir):
-    results = tmp_path / "results"
-    common = ["--results-dir", str(results), "--data-dir", str(data_dir)]
+def _start_tp2_run(results: Path, data_dir: Path, seed: int) -> subprocess.Popen:
+    """`mlperf run gpt3` with 2 ranks (TP=2) under torchrun, in the background."""
     argv = _mlperf(
         "run",
         "gpt3",
@@ -54,13 +53,21 @@ def test_kill9_mid_training_then_resume(tmp_path, data_dir):
         "--runs",
         "1",
         "--seed",
-        "3",
+        str(seed),
+        "--results-dir",
+        str(results),
+        "--data-dir",
+        str(data_dir),
         "--json",
-        *common,
     )
-    cli = subprocess.Popen(
+    return subprocess.Popen(
         argv, cwd=REPO, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
+
+
+def test_kill9_mid_training_then_resume(tmp_path, data_dir):
+    results = tmp_path / "results"
+    cli = _start_tp2_run(results, data_dir, seed=3)
     runs = results / "runs" / "gpt3" / "cpu-local"
     deadline = time.monotonic() + 240
     run = None
@@ -143,28 +150,7 @@ def test_sigint_to_mlperf_run_stops_at_a_step_boundary(tmp_path, data_dir):
     """Ctrl-C of `mlperf run` (2 ranks under torchrun): the ranks stop at the next step boundary,
     rank 0 logs run_stop aborted itself, the result is claimed as aborted, and the exit is 130."""
     results = tmp_path / "results"
-    argv = _mlperf(
-        "run",
-        "gpt3",
-        "--system",
-        "cpu-local",
-        "--nproc-per-node",
-        "2",
-        "--set",
-        "tensor_model_parallel_size=2",
-        "--runs",
-        "1",
-        "--seed",
-        "4",
-        "--results-dir",
-        str(results),
-        "--data-dir",
-        str(data_dir),
-        "--json",
-    )
-    cli = subprocess.Popen(
-        argv, cwd=REPO, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    cli = _start_tp2_run(results, data_dir, seed=4)
     runs = results / "runs" / "gpt3" / "cpu-local"
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and cli.poll() is None:

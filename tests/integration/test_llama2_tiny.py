@@ -3,44 +3,14 @@ cpu-local --runs 1` prepares the synthetic data and base model on demand, fine-t
 tiny target, and the log passes the official compliance checker with the tiny rules."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import events, official_check
 
 from benchmarks import get
 
 pytestmark = pytest.mark.slow
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _events(log: Path) -> list[dict]:
-    return [
-        json.loads(ln.split(":::MLLOG ", 1)[1]) for ln in log.read_text().splitlines() if ":::MLLOG " in ln
-    ]
-
-
-def _official_check(log: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mlperf_logging.compliance_checker",
-            "--usage",
-            "training",
-            "--ruleset",
-            "4.0.0",
-            "--config",
-            str(REPO / "benchmarks" / "tiny_common.yaml"),
-            "--log_output",
-            "/dev/null",
-            str(log),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -48,19 +18,20 @@ def data(tmp_path_factory):
     return tmp_path_factory.mktemp("llama2-data")
 
 
-def test_tiny_run_reaches_target_and_log_passes_tiny_rules(mlperf, tmp_path, data):
-    res = tmp_path / "results"
+def _run_one(mlperf, results: Path, data: Path, seed: int, *extra: str) -> dict:
+    """`mlperf run llama2_70b_lora --system cpu-local --runs 1 ...`: its one run, which succeeded."""
     r = mlperf(
         "run",
         "llama2_70b_lora",
         "--system",
         "cpu-local",
+        *extra,
         "--runs",
         "1",
         "--seed",
-        "7",
+        str(seed),
         "--results-dir",
-        str(res),
+        str(results),
         "--data-dir",
         str(data),
         "--json",
@@ -68,12 +39,18 @@ def test_tiny_run_reaches_target_and_log_passes_tiny_rules(mlperf, tmp_path, dat
     assert r.returncode == 0, r.stderr[-3000:]
     run = json.loads(r.stdout)["runs"][0]
     assert run["status"] == "success"
+    return run
+
+
+def test_tiny_run_reaches_target_and_log_passes_tiny_rules(mlperf, tmp_path, data):
+    res = tmp_path / "results"
+    run = _run_one(mlperf, res, data, 7)
     assert json.loads((data / "PREPARED.json").read_text())["not_submittable"] is True
     log = Path(run["result_file"])
-    chk = _official_check(log)
+    chk = official_check(log)
     assert chk.returncode == 0, chk.stdout + chk.stderr
 
-    ev = _events(log)
+    ev = events(log)
     keys = [e["key"] for e in ev]
     # The prologue in harness/mllog.py's order, with the closed file's keys (literal lora_rank).
     order = [
@@ -126,29 +103,9 @@ def test_tiny_run_reaches_target_and_log_passes_tiny_rules(mlperf, tmp_path, dat
 
 def test_two_ranks_fsdp_over_gloo_reach_target(mlperf, tmp_path, data):
     """torchrun, 2 CPU ranks: FSDP2 shards the base (meta build, per-rank shard reads), DP 2 x MBS 4."""
-    res = tmp_path / "results"
-    r = mlperf(
-        "run",
-        "llama2_70b_lora",
-        "--system",
-        "cpu-local",
-        "--nproc-per-node",
-        "2",
-        "--set",
-        "micro_batch_size=4",
-        "--runs",
-        "1",
-        "--seed",
-        "31",
-        "--results-dir",
-        str(res),
-        "--data-dir",
-        str(data),
-        "--json",
+    run = _run_one(
+        mlperf, tmp_path / "results", data, 31, "--nproc-per-node", "2", "--set", "micro_batch_size=4"
     )
-    assert r.returncode == 0, r.stderr[-3000:]
-    run = json.loads(r.stdout)["runs"][0]
-    assert run["status"] == "success"
-    ev = _events(Path(run["result_file"]))
+    ev = events(Path(run["result_file"]))
     assert {e["key"]: e["value"] for e in ev}["gradient_accumulation_steps"] == 1
-    assert _official_check(Path(run["result_file"])).returncode == 0
+    assert official_check(Path(run["result_file"])).returncode == 0

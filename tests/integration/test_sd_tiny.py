@@ -3,54 +3,32 @@ back-dated to the first passing checkpoint, and the log passes the official comp
 with the tiny rules."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import events as mllog_events
+from helpers import make_plan, official_check, run_entry
 
 import benchmarks
-from harness.runner import make_plans
 from reference_impls.stable_diffusion import manifest, prepare
 
-REPO = Path(__file__).resolve().parents[2]
 SEED = 1
 
 
 @pytest.fixture(scope="module")
 def plan(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sd")
-    p = make_plans(
-        "sd", "cpu-local", size="tiny", seed=SEED, results_dir=tmp / "results", data_dir=tmp / "data"
-    )[0]
+    p = make_plan("sd", tmp, seed=SEED, data_dir=tmp / "data")
     assert not manifest.is_prepared(p)
     prepare.prepare(p)
     assert manifest.is_prepared(p)
     return p
 
 
-def _events(log: Path) -> list[dict]:
-    return [
-        json.loads(ln.split(":::MLLOG ", 1)[1]) for ln in log.read_text().splitlines() if ":::MLLOG " in ln
-    ]
-
-
 def test_tiny_run_reaches_the_targets_and_the_log_passes_the_checker(plan):
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "reference_impls.stable_diffusion",
-            "--plan",
-            str(Path(plan.run_dir) / "plan.json"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=REPO,
-    )
+    r = run_entry("reference_impls.stable_diffusion", plan, timeout=900)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-    events = _events(Path(plan.log_path))
+    events = mllog_events(plan.log_path)
     keys = [e["key"] for e in events]
     for a, b in [
         ("init_start", "submission_division"),
@@ -94,25 +72,7 @@ def test_tiny_run_reaches_the_targets_and_the_log_passes_the_checker(plan):
     assert stop["time_ms"] == ckpt["time_ms"]
     assert stop["time_ms"] < max(e["time_ms"] for e in acc)
 
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mlperf_logging.compliance_checker",
-            "--usage",
-            "training",
-            "--ruleset",
-            "4.0.0",
-            "--config",
-            str(REPO / "benchmarks" / "tiny_common.yaml"),
-            "--log_output",
-            "/dev/null",
-            str(plan.log_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = official_check(plan.log_path)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
     rows = [json.loads(ln) for ln in (Path(plan.run_dir) / "timings.jsonl").read_text().splitlines()]
@@ -127,52 +87,20 @@ def test_tiny_run_reaches_the_targets_and_the_log_passes_the_checker(plan):
 
 
 def test_target_not_reached_exits_3_and_only_the_quality_window_fails(plan, tmp_path):
-    short = make_plans(
+    short = make_plan(
         "sd",
-        "cpu-local",
-        size="tiny",
+        tmp_path,
         seed=SEED + 1,
-        results_dir=tmp_path / "results",
         data_dir=plan.data_dir,
         sets=("train_samples_cap=3200", "eval_start_images=3200"),  # one checkpoint, long before the target
-    )[0]
-    assert manifest.is_prepared(short)
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "reference_impls.stable_diffusion",
-            "--plan",
-            str(Path(short.run_dir) / "plan.json"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=REPO,
     )
+    assert manifest.is_prepared(short)
+    r = run_entry("reference_impls.stable_diffusion", short, timeout=600)
     assert r.returncode == 3, r.stderr[-3000:]
-    events = _events(Path(short.log_path))
+    events = mllog_events(short.log_path)
     assert [e["metadata"]["samples_count"] for e in events if e["key"] == "eval_accuracy"] == [3200, 3200]
     assert events[-1]["key"] == "run_stop" and events[-1]["metadata"]["status"] == "aborted"
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mlperf_logging.compliance_checker",
-            "--usage",
-            "training",
-            "--ruleset",
-            "4.0.0",
-            "--config",
-            str(REPO / "benchmarks" / "tiny_common.yaml"),
-            "--log_output",
-            "/dev/null",
-            str(short.log_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = official_check(short.log_path)
     failed = [ln for ln in (r.stdout + r.stderr).splitlines() if "Failed checks" in ln]
     assert r.returncode == 1 and len(failed) == 1 and "aggregated_eval_accuracy" in failed[0], (
         r.stdout + r.stderr

@@ -11,7 +11,6 @@ tests skip, saying why, only where Slurm cannot be installed or started (not roo
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import events
 
 pytestmark = pytest.mark.slurm
 
@@ -72,14 +72,6 @@ def _job(run_dir: Path) -> dict[str, str]:
     return dict(f.split("=", 1) for f in out.split() if "=" in f)
 
 
-def _events(log: Path) -> list[dict]:
-    return [
-        json.loads(line.split(":::MLLOG ", 1)[1])
-        for line in log.read_text().splitlines()
-        if ":::MLLOG " in line
-    ]
-
-
 def _processes_mentioning(text: str) -> list[str]:
     found = []
     for d in Path("/proc").iterdir():
@@ -120,7 +112,7 @@ def test_gpt3_tiny_through_sbatch_srun_torchrun(slurm, mlperf, tmp_path):
     assert job["NumNodes"] == "1" and job["Partition"] == "debug"
     assert "slurm job" in r.stderr and "completed" in r.stderr  # progress shows the job's state
     result = results / "MyOrg" / "results" / "cpu-slurm" / "gpt3" / "result_0.txt"
-    ev = _events(result)
+    ev = events(result)
     first = {e["key"]: e for e in reversed(ev)}
     assert first["run_stop"]["metadata"]["status"] == "success"
     assert first["cache_clear"]["value"] is False  # cpu-slurm may not drop the page cache
@@ -176,7 +168,7 @@ def test_sigint_cancels_the_job_and_logs_aborted(slurm, tmp_path):
     assert proc.returncode == 130, err[-3000:]
     assert err.strip().splitlines()[-1].startswith("error: interrupted"), err[-1000:]
     run_dir = log.parent
-    stops = [e for e in _events(log) if e["key"] == "run_stop"]
+    stops = [e for e in events(log) if e["key"] == "run_stop"]
     assert len(stops) == 1 and stops[0]["metadata"]["status"] == "aborted", stops
     job = _job(run_dir)
     assert job["JobState"] in ("CANCELLED", "FAILED", "COMPLETED"), job
@@ -205,49 +197,36 @@ def _one_line_error(r, *needles: str) -> None:
     assert "Traceback" not in r.stderr
 
 
-def test_unreachable_slurm_is_one_line(slurm, mlperf, tmp_path):
-    conf = Path("/etc/slurm/slurm.conf").read_text().replace("SlurmctldPort=6817", "SlurmctldPort=6999")
-    (tmp_path / "slurm.conf").write_text(conf + "\nMessageTimeout=1\n")
-    r = mlperf(
+def _run_gpt3(mlperf, tmp_path: Path, system: str, *extra: str, env: dict | None = None):
+    """`mlperf run gpt3 --system SYSTEM --runs 1`, results under tmp_path/results."""
+    args = (
         "run",
         "gpt3",
         "--system",
-        "cpu-slurm",
+        system,
         "--runs",
         "1",
         "--results-dir",
         str(tmp_path / "results"),
-        env={"SLURM_CONF": str(tmp_path / "slurm.conf")},
+        *extra,
     )
+    return mlperf(*args, env=env)
+
+
+def test_unreachable_slurm_is_one_line(slurm, mlperf, tmp_path):
+    conf = Path("/etc/slurm/slurm.conf").read_text().replace("SlurmctldPort=6817", "SlurmctldPort=6999")
+    (tmp_path / "slurm.conf").write_text(conf + "\nMessageTimeout=1\n")
+    r = _run_gpt3(mlperf, tmp_path, "cpu-slurm", env={"SLURM_CONF": str(tmp_path / "slurm.conf")})
     _one_line_error(r, "slurm", "not reachable")
 
 
 def test_slurm_not_installed_is_one_line(slurm, mlperf, tmp_path):
-    r = mlperf(
-        "run",
-        "gpt3",
-        "--system",
-        "cpu-slurm",
-        "--runs",
-        "1",
-        "--results-dir",
-        str(tmp_path / "results"),
-        env={"PATH": str(Path(sys.executable).parent)},
-    )
+    r = _run_gpt3(mlperf, tmp_path, "cpu-slurm", env={"PATH": str(Path(sys.executable).parent)})
     _one_line_error(r, "not found on PATH")
 
 
 def test_missing_partition_is_one_line(slurm, mlperf, tmp_path):
-    r = mlperf(
-        "run",
-        "gpt3",
-        "--system",
-        str(_descriptor(tmp_path, partition="nopart")),
-        "--runs",
-        "1",
-        "--results-dir",
-        str(tmp_path / "results"),
-    )
+    r = _run_gpt3(mlperf, tmp_path, str(_descriptor(tmp_path, partition="nopart")))
     _one_line_error(r, "launcher.partition", "nopart", "does not exist")
 
 
@@ -256,17 +235,7 @@ def test_shell_metacharacters_are_refused(slurm, mlperf, tmp_path):
     canary = tmp_path / "pwned"
     system = _descriptor(tmp_path, env={"NCCL_DEBUG": f"INFO$(touch {canary})"})
     for extra in (["--dry-run"], []):
-        r = mlperf(
-            "run",
-            "gpt3",
-            "--system",
-            str(system),
-            "--runs",
-            "1",
-            "--results-dir",
-            str(tmp_path / "results"),
-            *extra,
-        )
+        r = _run_gpt3(mlperf, tmp_path, str(system), *extra)
         _one_line_error(r, "launcher.env.NCCL_DEBUG", "metacharacter")
     assert not canary.exists()
     assert not list((tmp_path / "results").glob("runs/*/*/*/job.sbatch"))
@@ -303,7 +272,7 @@ def test_runs_are_jobs_with_their_own_plans(slurm, tmp_path):
     job_ids = {(Path(p.run_dir) / "slurm_job_id").read_text() for p in plans}
     assert len(job_ids) == 2
     for p in plans:
-        ev = {e["key"]: e for e in _events(Path(p.log_path))}
+        ev = {e["key"]: e for e in events(Path(p.log_path))}
         assert ev["seed"]["value"] == 100 + p.run_index
         assert ev["harness_world"]["value"] == 2  # torchrun started 2 ranks; only rank 0 logged
         assert ev["harness_world"]["metadata"]["cache_cleared_env"] == "0"

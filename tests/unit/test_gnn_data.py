@@ -6,10 +6,10 @@ import sys
 
 import numpy as np
 import pytest
+from helpers import make_plan
 
 from harness.errors import ConfigError
 from harness.plan import RunPlan
-from harness.runner import make_plans
 from reference_impls.gnn import data, manifest, prepare
 
 SMALL = ("num_nodes={paper: 2000, author: 3000, institute: 40, fos: 60}", "num_labeled_papers=2000")
@@ -18,15 +18,7 @@ SMALL = ("num_nodes={paper: 2000, author: 3000, institute: 40, fos: 60}", "num_l
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
     root = tmp_path_factory.mktemp("gnn-small")
-    plan = make_plans(
-        "gnn",
-        "cpu-local",
-        size="tiny",
-        seed=1,
-        results_dir=root / "results",
-        sets=SMALL,
-        data_dir=root / "data",
-    )[0]
+    plan = make_plan("gnn", root, seed=1, sets=SMALL, data_dir=root / "data")
     assert not manifest.is_prepared(plan)
     prepare.prepare(plan)
     return plan

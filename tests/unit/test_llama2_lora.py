@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import make_plan, run_entry
 
 from benchmarks import get
 from benchmarks.llama2_70b_lora.config import Llama2LoraConfig
@@ -186,11 +187,7 @@ def test_batch_order_is_deterministic_and_split_over_ranks():
 
 
 def _tiny_plan(tmp_path, data_dir):
-    from harness.runner import make_plans
-
-    return make_plans(
-        "llama2_70b_lora", "cpu-local", seed=5, results_dir=tmp_path / "res", data_dir=data_dir
-    )[0]
+    return make_plan("llama2_70b_lora", tmp_path, seed=5, data_dir=data_dir)
 
 
 def test_manifest_is_torch_free_and_detects_unprepared(tmp_path):
@@ -210,19 +207,8 @@ def test_entrypoint_exits_2_with_one_line_when_the_checkpoint_is_missing(tmp_pat
     rows = [([1, 5, 3, 7, 2], [-100, -100, -100, 7, 2])] * 4
     write_split(ds / data.TRAIN_FILE, rows)
     write_split(ds / data.EVAL_FILE, rows)
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "reference_impls.llama2_70b_lora",
-            "--plan",
-            str(Path(plan.run_dir) / "plan.json"),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, HF_HUB_OFFLINE="1"),
-        timeout=300,
+    r = run_entry(
+        "reference_impls.llama2_70b_lora", plan, timeout=300, env=dict(os.environ, HF_HUB_OFFLINE="1")
     )
     assert r.returncode == 2, r.stderr[-2000:]
     err = [x for x in r.stderr.splitlines() if x.startswith("error:")]

@@ -2,25 +2,20 @@
 the wrong shape, missing eval weights at full size; the record configs plan the NVIDIA batch/LR."""
 
 import io
-import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import make_plan, run_entry
 
 from harness.errors import ConfigError
 from harness.runner import make_plans
 from reference_impls.stable_diffusion import data, manifest, metrics, prepare
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 def _plan(tmp_path, system="cpu-local", size="tiny"):
-    return make_plans(
-        "sd", system, size=size, seed=1, results_dir=tmp_path / "results", data_dir=tmp_path / "data"
-    )[0]
+    return make_plan("sd", tmp_path, system=system, size=size, seed=1, data_dir=tmp_path / "data")
 
 
 def _write_shard(path: Path, arr: np.ndarray):
@@ -76,19 +71,7 @@ def test_full_size_missing_eval_weights_are_named(tmp_path):
 
 def test_missing_data_exits_2_with_one_error_line(tmp_path):
     plan = _plan(tmp_path)
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "reference_impls.stable_diffusion",
-            "--plan",
-            str(Path(plan.run_dir) / "plan.json"),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=300,
-    )
+    r = run_entry("reference_impls.stable_diffusion", plan, timeout=300)
     assert r.returncode == 2, r.stderr[-2000:]
     errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error: ")]
     assert len(errors) == 1 and "missing training latents" in errors[0]

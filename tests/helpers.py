@@ -1,0 +1,71 @@
+"""What several test modules do the same way: plan a tiny run with the harness's own planner, start
+a reference implementation on it, read its MLLOG events, and run the official compliance checker
+with the tiny rules (as `mlperf check` does for a tiny log).
+
+Importable as `helpers` from any test module: pytest puts tests/ on sys.path (tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TINY_RULES = REPO / "benchmarks" / "tiny_common.yaml"
+
+
+def make_plan(benchmark: str, tmp_path: Path, **kw):
+    """One plan from `harness.runner.make_plans` (cpu-local, tiny unless kw says otherwise), its
+    results under tmp_path/results; plan.json is written, so the plan can be started as it is."""
+    from harness.runner import make_plans
+
+    kw.setdefault("size", "tiny")
+    return make_plans(benchmark, kw.pop("system", "cpu-local"), results_dir=tmp_path / "results", **kw)[0]
+
+
+def run_entry(
+    module: str, plan, nproc: int = 1, timeout: float = 600, env: dict | None = None
+) -> subprocess.CompletedProcess:
+    """`python -m MODULE --plan <run_dir>/plan.json`, under torchrun (standalone) when nproc > 1."""
+    argv = [module, "--plan", str(Path(plan.run_dir) / "plan.json")]
+    if nproc > 1:
+        argv = ["torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", "-m", *argv]
+    return subprocess.run(
+        [sys.executable, "-m", *argv], env=env, capture_output=True, text=True, timeout=timeout, cwd=REPO
+    )
+
+
+def events(log_path) -> list[dict]:
+    """Every `:::MLLOG {...}` record of a log, in order; a malformed one fails the test."""
+    return [
+        json.loads(line.split(":::MLLOG ", 1)[1])
+        for line in Path(log_path).read_text().splitlines()
+        if ":::MLLOG " in line
+    ]
+
+
+def official_check(log_path) -> subprocess.CompletedProcess:
+    """mlperf_logging's compliance checker (ruleset 4.0.0) with the tiny rules on one log."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mlperf_logging.compliance_checker",
+            "--usage",
+            "training",
+            "--ruleset",
+            "4.0.0",
+            "--config",
+            str(TINY_RULES),
+            "--log_output",
+            os.devnull,
+            str(log_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
