@@ -37,6 +37,24 @@ class Runtime:
     def is_rank0(self) -> bool:
         return self.rank == 0
 
+    def should_stop(self, step: int = 0, every_on_gpu: int = 20) -> bool:
+        """The stop decision, agreed by every rank: a signal reaches ranks at slightly different
+        times, and a rank that stops alone leaves the others blocked in a collective (or failing
+        it). Call at the same step on all ranks. On GPUs the all-reduce is a host sync, so it
+        runs only every `every_on_gpu` steps; on CPU (gloo) it costs microseconds, every step."""
+        if self.world_size == 1:
+            return self.stop_requested
+        if self.device != "cpu" and step % every_on_gpu:
+            return False
+        import torch
+        import torch.distributed as dist
+
+        flag = torch.tensor([1 if self.stop_requested else 0], device=self.device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        if flag.item():
+            self.stop_requested = True
+        return bool(flag.item())
+
     def finish(self, success: bool, metadata: dict | None = None) -> int:
         """Write run_stop if training did not, close the log; return the process exit code."""
         if self.log.run_started:

@@ -291,8 +291,9 @@ def run(rt) -> bool:
     max_steps = cfg.train_samples_cap // gbs
     reached = False
     step = last_ckpt = resumed_step
+    stopping = False  # agreed by all ranks (rt.should_stop), so no rank is left in a collective
     try:
-        while step < max_steps and not rt.stop_requested:
+        while step < max_steps and not stopping:
             first = step * gbs * seq
             block = min(every, max_steps - step)
             log.start("block_start", metadata={"first_epoch_num": first, "epoch_count": block * gbs * seq})
@@ -303,11 +304,12 @@ def run(rt) -> bool:
                 reports = stepper.train_step(mbs)
                 step += 1
                 timings.row(step, time.perf_counter() - t0, t1 - t0, gbs)
-                if rt.stop_requested:
+                if rt.should_stop(step):
+                    stopping = True
                     break
             tokens = step * gbs * seq
             log.end("block_stop", metadata={"first_epoch_num": first, "epoch_count": block * gbs * seq})
-            if rt.stop_requested:
+            if stopping:
                 break
             log.start("eval_start", metadata={"epoch_num": tokens})
             train_loss = stepper.reduce_loss(reports)

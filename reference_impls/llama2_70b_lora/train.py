@@ -216,7 +216,7 @@ def run(rt) -> bool:
     model.train()
     try:
         for step in range(first_step, cfg.max_steps):
-            if rt.stop_requested:
+            if rt.should_stop(step):  # agreed by all ranks: none is left waiting in a collective
                 break
             t0 = time.perf_counter()
             idx = order.rank_batch(step, mesh.dp_rank, mesh.dp)
