@@ -69,3 +69,28 @@ def official_check(log_path) -> subprocess.CompletedProcess:
         timeout=120,
         cwd=REPO,
     )
+
+
+def mlperf_argv(*args: str) -> list[str]:
+    """`mlperf ARGS` as an argv for Popen (the CLI module, so the checkout's code runs)."""
+    return [sys.executable, "-m", "harness.cli", *args]
+
+
+def kill_tree(root: int) -> list[int]:
+    """SIGKILL `root` and every descendant, root first (nothing may finalize a log after it);
+    returns the descendants' pids. Walks the tree rather than a process group: torch elastic
+    starts each rank in a session of its own."""
+    import psutil
+
+    try:
+        top = psutil.Process(root)
+        kids = top.children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    for p in (top, *kids):
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs([top, *kids], timeout=10)
+    return [p.pid for p in kids]

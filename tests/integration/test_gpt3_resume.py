@@ -5,15 +5,14 @@ interruption on the record, and no step's data seen twice beyond what the resume
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from gpt3_helpers import REPO, env, events, official_check, prepared_data_dir
+from helpers import kill_tree, mlperf_argv
 
 from harness.progress import read_events
 
@@ -23,25 +22,9 @@ def data_dir(tmp_path_factory):
     return prepared_data_dir(tmp_path_factory)
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:  # ppid
-            out.append(int(stat.parent.name))
-    return out
-
-
-def _mlperf(*args):
-    return [sys.executable, "-m", "harness.cli", *args]
-
-
 def _start_tp2_run(results: Path, data_dir: Path, seed: int) -> subprocess.Popen:
     """`mlperf run gpt3` with 2 ranks (TP=2) under torchrun, in the background."""
-    argv = _mlperf(
+    argv = mlperf_argv(
         "run",
         "gpt3",
         "--system",
@@ -84,14 +67,8 @@ def test_kill9_mid_training_then_resume(tmp_path, data_dir):
     assert cli.poll() is None, cli.communicate()
     # The whole tree: torch elastic starts each rank in a session of its own, so killing
     # torchrun's process group would leave the ranks training.
-    tree, todo = [], [cli.pid]
-    while todo:
-        kids = _children(todo.pop())
-        tree += kids
-        todo += kids
+    tree = kill_tree(cli.pid)  # the runner first: nothing may finalize the log
     assert len(tree) >= 3, tree  # torchrun + 2 ranks
-    for pid in [cli.pid, *tree]:  # the runner first: nothing may finalize the log
-        os.kill(pid, signal.SIGKILL)
     cli.communicate(timeout=30)
     log = run / "mlperf.log"
     before = log.read_bytes()
@@ -101,7 +78,7 @@ def test_kill9_mid_training_then_resume(tmp_path, data_dir):
     pre = [e for e in events(log) if e["key"] == "eval_accuracy"]
 
     r = subprocess.run(
-        _mlperf("run", "gpt3", "--resume", str(run), "--json"),
+        mlperf_argv("run", "gpt3", "--resume", str(run), "--json"),
         cwd=REPO,
         env=env(),
         capture_output=True,

@@ -7,55 +7,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-TINY_RULES = REPO / "benchmarks" / "tiny_common.yaml"
+from helpers import REPO, events, kill_tree, mlperf_argv, official_check
 
 
 def _env() -> dict:
     return dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore", PYTHONPATH=str(REPO))
-
-
-def _mlperf(*args):
-    return [sys.executable, "-m", "harness.cli", *args]
-
-
-def _children(pid: int) -> list[int]:
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:  # ppid
-            out.append(int(stat.parent.name))
-    return out
-
-
-def _kill_tree(root: int) -> None:
-    tree, todo = [], [root]
-    while todo:
-        kids = _children(todo.pop())
-        tree += kids
-        todo += kids
-    for pid in [root, *tree]:  # the runner first: nothing may finalize the log
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
-def _events(log: Path) -> list[dict]:
-    return [
-        json.loads(ln.split(":::MLLOG ", 1)[1]) for ln in log.read_text().splitlines() if ":::MLLOG " in ln
-    ]
 
 
 # Seeds of the benchmarks' own tiny tests (calibrated to reach the target early).
@@ -69,7 +29,7 @@ def _events(log: Path) -> list[dict]:
 )
 def test_kill9_after_first_checkpoint_then_resume(tmp_path, bench, seed):
     results = tmp_path / "results"
-    argv = _mlperf(
+    argv = mlperf_argv(
         "run",
         bench,
         "--system",
@@ -98,16 +58,16 @@ def test_kill9_after_first_checkpoint_then_resume(tmp_path, bench, seed):
                 break
             time.sleep(0.02)
         assert cli.poll() is None, cli.communicate()
-        _kill_tree(cli.pid)
+        kill_tree(cli.pid)
         cli.communicate(timeout=30)
     finally:
         if cli.poll() is None:
-            _kill_tree(cli.pid)
+            kill_tree(cli.pid)
     log = run / "mlperf.log"
     assert b'"run_stop"' not in log.read_bytes()
 
     r = subprocess.run(
-        _mlperf("run", bench, "--resume", str(run), "--json"),
+        mlperf_argv("run", bench, "--resume", str(run), "--json"),
         cwd=REPO,
         env=_env(),
         capture_output=True,
@@ -118,7 +78,7 @@ def test_kill9_after_first_checkpoint_then_resume(tmp_path, bench, seed):
     doc = json.loads(r.stdout)
     assert doc["runs"][0]["status"] == "success", doc
 
-    ev = _events(log)
+    ev = events(log)
     keys = [e["key"] for e in ev]
     assert keys.count("run_start") == keys.count("run_stop") == keys.count("harness_resumed") == 1
     assert ev[keys.index("run_stop")]["metadata"]["status"] == "success"
@@ -133,27 +93,9 @@ def test_kill9_after_first_checkpoint_then_resume(tmp_path, bench, seed):
     # discarded comes out the same after the resume.
     record = json.loads((run / "resume.json").read_text())["resumes"][-1]
     redone = dict(zip(points, (e["value"] for e in evals)))
-    discarded = _events(run / record["discarded_file"]) if record["discarded_file"] else []
+    discarded = events(run / record["discarded_file"]) if record["discarded_file"] else []
     for e in discarded:
         if e["key"] == "eval_accuracy":
             assert redone[json.dumps(e["metadata"], sort_keys=True)] == pytest.approx(e["value"], rel=1e-5)
-    c = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mlperf_logging.compliance_checker",
-            "--usage",
-            "training",
-            "--ruleset",
-            "4.0.0",
-            "--config",
-            str(TINY_RULES),
-            "--log_output",
-            "/dev/null",
-            str(log),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    c = official_check(log)
     assert c.returncode == 0, c.stdout[-3000:] + c.stderr[-3000:]
