@@ -103,6 +103,11 @@ def rules_for(scan: _Scan, ruleset: str) -> tuple[str, bool]:
     return (tiny_rules_path() if tiny else f"training_{ruleset}/common.yaml"), tiny
 
 
+def _harness_error(res: LogResult, message: str, fix: str, line: int | None = None) -> None:
+    """A finding the harness itself makes (the official checker never saw the file or line)."""
+    res.findings.append(Finding(res.path, line, "harness", "error", message, fix))
+
+
 def check_log(
     path: str | os.PathLike, ruleset: str = DEFAULT_RULESET, display: str | None = None
 ) -> LogResult:
@@ -112,16 +117,7 @@ def check_log(
     t0 = time.perf_counter()
     if _special(path):
         res = LogResult(path=display, rules="", passed=False)
-        res.findings.append(
-            Finding(
-                display,
-                None,
-                "harness",
-                "error",
-                "not a regular file (a FIFO, socket or device)",
-                "replace it with the log file",
-            )
-        )
+        _harness_error(res, "not a regular file (a FIFO, socket or device)", "replace it with the log file")
         return _done(res, t0)
     scan = _scan(path)
     config, tiny = rules_for(scan, ruleset)
@@ -129,29 +125,20 @@ def check_log(
     res.benchmark = scan.first_value.get("submission_benchmark")
     res.division = scan.first_value.get("submission_division")
     if scan.error:
-        res.findings.append(
-            Finding(
-                display,
-                None,
-                "harness",
-                "error",
-                f"cannot read the file: {scan.error}",
-                "point at a readable log file (a broken or looping symlink, a directory or a permission problem)",
-            )
+        _harness_error(
+            res,
+            f"cannot read the file: {scan.error}",
+            "point at a readable log file (a broken or looping symlink, a directory or a permission problem)",
         )
         return _done(res, t0)
     if scan.too_long:
         for n, length in scan.too_long[:3]:
-            res.findings.append(
-                Finding(
-                    display,
-                    n,
-                    "harness",
-                    "error",
-                    f"MLLOG line of {length:,} characters: not passed to the official checker, whose parser "
-                    "takes time quadratic in the line length (hours for megabytes)",
-                    "MLPerf lines are a few hundred bytes: remove the line or the junk that was written into it",
-                )
+            _harness_error(
+                res,
+                f"MLLOG line of {length:,} characters: not passed to the official checker, whose parser "
+                "takes time quadratic in the line length (hours for megabytes)",
+                "MLPerf lines are a few hundred bytes: remove the line or the junk that was written into it",
+                line=n,
             )
         res.crashed = True
         return _done(res, t0)
@@ -159,16 +146,11 @@ def check_log(
     if tiny and isinstance(res.benchmark, str) and res.benchmark.isidentifier():
         chained = os.path.join(os.path.dirname(config), res.benchmark, "tiny_rules.yaml")
         if not os.path.isfile(chained):  # the checker would crash opening it
-            res.findings.append(
-                Finding(
-                    display,
-                    None,
-                    "harness",
-                    "error",
-                    f"tiny log, but there are no tiny rules for '{res.benchmark}' ({chained} is missing)",
-                    f"add benchmarks/{res.benchmark}/tiny_rules.yaml (the closed 4.0.0 rules with the "
-                    "size-dependent numbers changed), or check a full-size log",
-                )
+            _harness_error(
+                res,
+                f"tiny log, but there are no tiny rules for '{res.benchmark}' ({chained} is missing)",
+                f"add benchmarks/{res.benchmark}/tiny_rules.yaml (the closed 4.0.0 rules with the "
+                "size-dependent numbers changed), or check a full-size log",
             )
             return _done(res, t0)
 
