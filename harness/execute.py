@@ -29,8 +29,8 @@ class RunResult:
     run_dir: str
 
 
-def summarize(plan, returncode: int) -> RunResult:
-    events = read_events(Path(plan.log_path))
+def summarize(plan, returncode: int, events: list[dict]) -> RunResult:
+    """The run's outcome from its MLPerf log events (first run_start/run_stop, last eval per metric)."""
     first = {}
     quality: dict = {}
     for ev in events:
@@ -70,7 +70,8 @@ class _Collector:
             log.run_started = True
             log.run_stop(False, {"error": f"training process exited with code {returncode}"})
             log.close()
-        res = summarize(plan, returncode)
+            events = read_events(Path(plan.log_path))  # now with the run_stop just written
+        res = summarize(plan, returncode, events)
         if "run_start" in keys:
             folder = writer.result_dir(self.root, plan.submission.org, plan.submission.system, plan.benchmark)
             replaces = resume.replaces_result(plan)  # a resumed run keeps its aborted attempt's number
@@ -92,8 +93,10 @@ def prepare(plans, system) -> None:
     if rc == 2:
         raise ConfigError(cause or f"data for {plan.benchmark} ({plan.size}) is not usable")
     if rc != 0:
-        raise HarnessError(f"preparing data for {plan.benchmark} failed (exit {rc}): {cause} "
-                           f"(see {Path(plan.run_dir) / 'prepare.log'})")
+        raise HarnessError(
+            f"preparing data for {plan.benchmark} failed (exit {rc}): {cause} "
+            f"(see {Path(plan.run_dir) / 'prepare.log'})"
+        )
 
 
 def execute(
@@ -101,8 +104,10 @@ def execute(
 ) -> list[RunResult]:
     plans = resolved.plans
     if plans[0].size == "full" and plans[0].device == "cpu":
-        raise ConfigError(f"{plans[0].benchmark} at full size needs GPUs; system '{resolved.system.name}' has "
-                          f"CPU accelerators (use --size tiny, or --dry-run to inspect the full-size plan)")
+        raise ConfigError(
+            f"{plans[0].benchmark} at full size needs GPUs; system '{resolved.system.name}' has "
+            f"CPU accelerators (use --size tiny, or --dry-run to inspect the full-size plan)"
+        )
     write_plans(plans)
     results_dir = Path(results_dir)
     writer.write_system_json(
