@@ -39,7 +39,9 @@ def main() -> None:
     print(f"{'python -c pass (baseline)':32s} {min(base):8.3f} {statistics.median(base):9.3f} {1.0:17.2f}")
     for name, argv in cases.items():
         t = timed(argv, n)
-        print(f"{name:32s} {min(t):8.3f} {statistics.median(t):9.3f} {statistics.median(t) / statistics.median(base):17.2f}")
+        print(
+            f"{name:32s} {min(t):8.3f} {statistics.median(t):9.3f} {statistics.median(t) / statistics.median(base):17.2f}"
+        )
     helps = timed(cases["mlperf --help"], 5)
     verdict = "ok" if statistics.median(helps) <= 0.3 else "OVER GOAL"
     print(f"goal: mlperf --help <= 0.300 s -> {statistics.median(helps):.3f} s ({verdict})")

@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks import typed_config
+
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -34,7 +36,7 @@ def main(argv=None) -> int:
     import torch
     import torch.nn.functional as F
 
-    from harness.runner import make_plans
+    from harness.run.execute import make_plans
     from reference_impls.gnn import data, manifest, prepare
     from reference_impls.gnn.model import RGAT
     from reference_impls.gnn.sampler import HeteroNeighborSampler, sample_per_node
@@ -46,7 +48,7 @@ def main(argv=None) -> int:
     )[0]
     if not manifest.is_prepared(plan):
         prepare.prepare(plan)
-    cfg = plan.cfg()
+    cfg = typed_config(plan)
     g = data.load(plan.data_dir, cfg, in_memory=True)
     mbs = plan.layout.micro_batch_size
     seeds = [g.train_idx[i * mbs : (i + 1) * mbs] for i in range(max(args.batches, args.ref_batches))]

@@ -25,6 +25,8 @@ import time
 import warnings
 from pathlib import Path
 
+from benchmarks import typed_config
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 warnings.filterwarnings("ignore")
@@ -43,7 +45,7 @@ def main() -> int:
     import torch
     import torch.distributed as dist
 
-    from harness.runner import make_plans
+    from harness.run.execute import make_plans
     from reference_impls.gpt3 import data, manifest, prepare, train
     from reference_impls.gpt3 import model as gmodel
 
@@ -55,12 +57,12 @@ def main() -> int:
     )[0]
     if not manifest.is_prepared(plan):
         prepare.prepare(plan, log=lambda m: print(m, file=sys.stderr))
-    from harness.mllog import MLLog
+    from harness.core.mllog import MLLog
 
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", str(prepare._free_port()))
     dist.init_process_group("gloo", rank=0, world_size=1)
-    cfg, layout = plan.cfg(), plan.layout
+    cfg, layout = typed_config(plan), plan.layout
     train.init_parallel(layout, plan.seed)
     model, optimizer, scheduler, tcfg = gmodel.build(cfg, layout, "cpu")
     gmodel.load_tiny_state(model, optimizer, torch.load(data_dir / manifest.CHECKPOINT, weights_only=True))

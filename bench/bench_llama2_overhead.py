@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks import typed_config
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -54,7 +56,7 @@ def bare(plan, steps: int, clock) -> float:
     from reference_impls.llama2_70b_lora import data
     from reference_impls.llama2_70b_lora import model as M
 
-    cfg = plan.cfg()
+    cfg = typed_config(plan)
     base = M.build_base(cfg)
     M.load_base_weights(base, Path(plan.data_dir) / cfg.model_dir)
     torch.manual_seed(plan.seed)
@@ -96,7 +98,7 @@ def main() -> int:
     args = ap.parse_args()
     import torch
 
-    from harness.runner import make_plans
+    from harness.run.execute import make_plans
     from reference_impls.llama2_70b_lora import manifest, prepare
 
     torch.set_num_threads(1)

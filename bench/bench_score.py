@@ -102,7 +102,7 @@ def main():
     print(f"official result_summarizer: wall {best_off[0]:.3f} s, cpu {best_off[1]:.3f} s")
     print(f"mlperf results score:       wall {best_ours[0]:.3f} s, cpu {best_ours[1]:.3f} s")
     sys.path.insert(0, str(ROOT))
-    from harness.results.score import score_tree
+    from harness.review.results.score import score_tree
 
     inproc = []
     for _ in range(args.repeat):

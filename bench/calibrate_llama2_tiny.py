@@ -28,7 +28,7 @@ def main() -> int:
     ap.add_argument("--data-dir", default=str(Path(tempfile.gettempdir()) / "llama2-tiny-calib"))
     args = ap.parse_args()
     os.environ["HF_HUB_OFFLINE"] = "1"
-    from harness.runner import make_plans
+    from harness.run.execute import make_plans
 
     cands = [float(c) for c in args.candidates.split(",")]
     out = Path(tempfile.mkdtemp(prefix="llama2-calib-"))
@@ -50,14 +50,10 @@ def main() -> int:
         from reference_impls.llama2_70b_lora.manifest import is_prepared
 
         if not is_prepared(plan):
+            prep = Path(plan.run_dir) / "prepare.plan.json"
+            plan.model_copy(update={"task": "prepare"}).save(prep)
             subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "reference_impls.llama2_70b_lora.prepare",
-                    "--plan",
-                    str(Path(plan.run_dir) / "plan.json"),
-                ],
+                [sys.executable, "-m", "reference_impls.llama2_70b_lora", "--plan", str(prep)],
                 check=True,
                 cwd=ROOT,
             )

@@ -6,7 +6,8 @@ Each folder has the same shape:
     configs/tiny.yaml   tiny-size preset (any system)
     configs/<system>.yaml  settings tuned for one system (opens with the command that uses it)
     tiny_rules.yaml     tiny-size compliance rules, run by the official checker
-Training code lives in `reference_impls/<name>/`.
+Training code lives in `reference_impls/<name>/`, which exposes it as one typed spec
+(`reference_impls/<name>/spec.py`, held by `harness/resolve/registry.py`).
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from benchmarks.base import BenchmarkDef
-from harness.errors import ConfigError, suggest
-from harness.schema import load_yaml, validate
+from benchmarks.base import BenchmarkConfig, BenchmarkDef
+from harness.core.errors import ConfigError, suggest
+from harness.core.schema import load_yaml, validate
 
 ROOT = Path(__file__).resolve().parent
 
@@ -65,3 +66,24 @@ def get(name: str) -> BenchmarkDef:
     if key not in table:
         raise ConfigError(f"unknown benchmark '{name}'{suggest(key, table)}; known: {', '.join(available())}")
     return _load(table[key])
+
+
+def config_class(name: str) -> type[BenchmarkConfig]:
+    """The typed config of a benchmark (pydantic, torch-free), by official name or alias."""
+    from benchmarks.gnn.config import GnnConfig
+    from benchmarks.gpt3.config import Gpt3Config
+    from benchmarks.llama2_70b_lora.config import Llama2LoraConfig
+    from benchmarks.stable_diffusion.config import StableDiffusionConfig
+
+    classes = {
+        "gpt3": Gpt3Config,
+        "llama2_70b_lora": Llama2LoraConfig,
+        "gnn": GnnConfig,
+        "stable_diffusion": StableDiffusionConfig,
+    }
+    return classes[get(name).name]
+
+
+def typed_config(plan) -> BenchmarkConfig:
+    """A RunPlan's resolved config as its typed class (outside a rank; ranks have `rt.cfg`)."""
+    return config_class(plan.benchmark).model_validate(plan.config)

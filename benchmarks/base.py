@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from harness.schema import Strict
+from harness.core.schema import Strict
 
 
 class QualityTarget(Strict):
@@ -56,10 +56,6 @@ class BenchmarkDef(Strict):
     tunable: list[str] = []
     """Closed-division hyperparameters a submitter may choose."""
     sizes: list[Literal["tiny", "full"]] = ["tiny", "full"]
-    config_class: str
-    """'module:Class' of the typed config (imported lazily, never imports torch)."""
-    entrypoint: str
-    """Module run as `python -m ENTRYPOINT --plan plan.json` in every rank."""
 
 
 class BenchmarkConfig(Strict):

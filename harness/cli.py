@@ -14,7 +14,7 @@ import sys
 import click
 
 from harness import __version__
-from harness.errors import EXIT_CODES, INTERNAL, INTERRUPTED, HarnessError
+from harness.core.errors import EXIT_CODES, INTERNAL, INTERRUPTED, HarnessError
 
 # command name -> "module:attribute" (a click.Command); order = order in --help
 COMMANDS = {

@@ -17,8 +17,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 def run_mlperf(*args: str, cwd: Path | None = None, timeout: float = 900, env: dict | None = None):
     """`mlperf ARGS...` as a user would run it; returns CompletedProcess (text)."""
     full_env = dict(os.environ, **(env or {}))
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd or REPO, env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args],
+        cwd=cwd or REPO,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture

@@ -18,19 +18,29 @@ TINY_RULES = REPO / "benchmarks" / "tiny_common.yaml"
 
 
 def make_plan(benchmark: str, tmp_path: Path, **kw):
-    """One plan from `harness.runner.make_plans` (cpu-local, tiny unless kw says otherwise), its
+    """One plan from `harness.run.execute.make_plans` (cpu-local, tiny unless kw says otherwise), its
     results under tmp_path/results; plan.json is written, so the plan can be started as it is."""
-    from harness.runner import make_plans
+    from harness.run.execute import make_plans
 
     kw.setdefault("size", "tiny")
     return make_plans(benchmark, kw.pop("system", "cpu-local"), results_dir=tmp_path / "results", **kw)[0]
 
 
+def plan_file(plan, task: str = "train") -> Path:
+    """The plan.json a process is started with: the run's own, or a copy whose `task` is `task`
+    (what `mlperf prepare` / `lr-find` write)."""
+    if task == "train":
+        return Path(plan.run_dir) / "plan.json"
+    path = Path(plan.run_dir) / f"{task}.plan.json"
+    plan.model_copy(update={"task": task}).save(path)
+    return path
+
+
 def run_entry(
-    module: str, plan, nproc: int = 1, timeout: float = 600, env: dict | None = None
+    module: str, plan, nproc: int = 1, timeout: float = 600, env: dict | None = None, task: str = "train"
 ) -> subprocess.CompletedProcess:
-    """`python -m MODULE --plan <run_dir>/plan.json`, under torchrun (standalone) when nproc > 1."""
-    argv = [module, "--plan", str(Path(plan.run_dir) / "plan.json")]
+    """`python -m MODULE --plan PLAN` (the plan with `task`), under torchrun when nproc > 1."""
+    argv = [module, "--plan", str(plan_file(plan, task))]
     if nproc > 1:
         argv = ["torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", "-m", *argv]
     return subprocess.run(

@@ -2,8 +2,8 @@
 
     python -m tests.toy_run RESULTS_DIR [--resume RUN_DIR]
 
-The same path as harness/commands/run.py (runner.resolve / resume.resolve -> execute -> claim),
-minus data preparation; exit 0 success, 3 not reached, 130 interrupted, like the CLI. Prints one
+The same path as harness/commands/run.py (execute.resolve / resume.resolve -> execute -> claim),
+with the toy spec (no data to prepare); exit 0 success, 3 not reached, 130 interrupted, like the CLI. Prints one
 JSON line with the run results.
 """
 
@@ -15,18 +15,20 @@ from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
-    from harness import execute, resume, runner
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
+    from harness.resolve import registry
+    from harness.run import execute, resume
+    from tests.toy_train import SPEC
+
+    registry.SPECS["gpt3"] = SPEC  # the toy trains in place of gpt3's reference code
 
     results = Path(argv[0])
     try:
         if len(argv) > 2 and argv[1] == "--resume":
             r = resume.resolve(argv[2], "gpt3")
         else:
-            r = runner.resolve("gpt3", "cpu-local", "tiny", runs=1, seed=7, results_dir=results)
-        r.definition = r.definition.model_copy(update={"entrypoint": "tests.toy_train"})
-        execute.prepare = lambda plans, system: None
-        out = execute.execute(r, results, quiet=True)
+            r = execute.resolve("gpt3", "cpu-local", "tiny", runs=1, seed=7, results_dir=results)
+        out = execute.execute(r, results)
     except KeyboardInterrupt:
         print(json.dumps({"interrupted": True}), flush=True)
         return 130

@@ -28,12 +28,11 @@ def _env(name, default, cast=float):
     return cast(os.environ.get(name, default))
 
 
-def main(plan_path: str) -> int:
+def run(rt) -> bool:
     import torch
 
-    from harness.train import checkpoint, runtime
+    from harness.train import checkpoint
 
-    rt = runtime.start(plan_path)
     plan, log = rt.plan, rt.log
     (Path(plan.run_dir) / "toy.pid").write_text(str(os.getpid()))
     steps, step_s = _env("TOY_STEPS", 60, int), _env("TOY_STEP_S", 0.02)
@@ -129,11 +128,26 @@ def main(plan_path: str) -> int:
     finally:
         timings.close()
         seen.close()
-        rc = rt.finish(success)
-    return rc
+    return success
 
+
+def _spec():
+    from benchmarks.gpt3.config import Gpt3Config
+    from harness.core.spec import BenchmarkSpec
+
+    return BenchmarkSpec(
+        name="gpt3",  # stands in for gpt3 in the harness's run path (tests/toy_run.py)
+        module="tests.toy_train",
+        config=Gpt3Config,
+        run=run,
+        prepare=lambda plan: None,
+        is_prepared=lambda plan: True,
+    )
+
+
+SPEC = _spec()
 
 if __name__ == "__main__":
-    from harness.train.entry import main as entry_main
+    from harness.train.entry import main
 
-    sys.exit(entry_main(main))
+    sys.exit(main(SPEC))

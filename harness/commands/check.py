@@ -22,7 +22,7 @@ import sys
 
 import click
 
-from harness.check import DEFAULT_RULESET, Report, check_path
+from harness.review.check import DEFAULT_RULESET, Report, check_path
 
 
 @click.command("check")

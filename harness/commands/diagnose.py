@@ -6,7 +6,7 @@ import json
 
 import click
 
-from harness.errors import OK
+from harness.core.errors import OK
 
 
 @click.command()
@@ -18,13 +18,13 @@ def diagnose(target, as_json):
 
     RUN_DIR is results/runs/<bench>/<system>/<id> (log + timings.jsonl + output); a LOG may be
     the run's mlperf.log or a claimed result_<i>.txt. Exit 0 whether or not something was found."""
-    from harness.diagnose import diagnose as run_diagnose
+    from harness.review.diagnose import diagnose as run_diagnose
 
     report = run_diagnose(target)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
         return OK
-    from harness.ui import out as _out
+    from harness.commands.ui import out as _out
 
     out = _out()
     head = f"{report.benchmark or 'run'}: {report.source}"

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import click
 
-from harness.errors import OK
+from harness.core.errors import OK
 
 
 def _console():
-    from harness.ui import out
+    from harness.commands.ui import out
 
     return out()
 
@@ -57,7 +57,7 @@ def systems():
 @click.option("--json", "as_json", is_flag=True)
 def systems_list(as_json):
     """All shipped systems."""
-    from harness import systems as sysmod
+    from harness.resolve import systems as sysmod
 
     specs = [sysmod.load(n) for n in sysmod.available()]
     if as_json:
@@ -91,7 +91,7 @@ def systems_show(name):
     """A system's full descriptor (as YAML)."""
     import yaml
 
-    from harness import systems as sysmod
+    from harness.resolve import systems as sysmod
 
     spec = sysmod.load(name)
     click.echo(yaml.safe_dump(spec.model_dump(by_alias=True), sort_keys=False))
@@ -102,7 +102,7 @@ def systems_show(name):
 @click.argument("file", type=click.Path(dir_okay=False))
 def systems_validate(file):
     """Validate a descriptor file (exit 2 with the field and the fix if it is wrong)."""
-    from harness import systems as sysmod
+    from harness.resolve import systems as sysmod
 
     spec = sysmod.load_file(Path(file)) if Path(file).exists() else sysmod.load(file)
     click.echo(
@@ -118,11 +118,11 @@ def systems_validate(file):
 )
 def systems_export(name, output):
     """Write the official MLPerf system-description JSON for NAME."""
-    from harness import systems as sysmod
+    from harness.resolve import systems as sysmod
 
     text = json.dumps(sysmod.load(name).export_official(), indent=4) + "\n"
     if output:
-        from harness.results.writer import atomic_write
+        from harness.core.files import atomic_write
 
         atomic_write(Path(output), text)
         click.echo(f"wrote {output}", err=True)

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from harness.errors import OK
+from harness.core.errors import OK
 
 
 @click.command("lr-find")
@@ -54,8 +54,8 @@ def lr_find(
 ):
     """Sweep the learning rate exponentially from --min-lr to --max-lr over --steps steps (from the
     run's starting checkpoint), smooth the loss, plot loss vs LR and suggest a peak LR (half the
-    LR at the smoothed minimum; see harness/lr_find.py). Use it with `mlperf run BENCH --set opt_base_learning_rate=LR`."""
-    from harness import lr_find as lf
+    LR at the smoothed minimum; see harness/run/lr_find.py). Use it with `mlperf run BENCH --set opt_base_learning_rate=LR`."""
+    from harness.run import lr_find as lf
 
     res = lf.run(
         benchmark,
@@ -79,7 +79,7 @@ def lr_find(
         return OK
     from rich.table import Table
 
-    from harness.ui import out as _out
+    from harness.commands.ui import out as _out
 
     out = _out()
     t = Table(title=f"LR range test: {res.benchmark} on {res.system} ({res.steps_run} steps)")

@@ -13,7 +13,7 @@ import sys
 
 import click
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 
 @click.command("plan")

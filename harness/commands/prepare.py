@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from harness.errors import OK
+from harness.core.errors import OK
 
 
 @click.command()
@@ -26,12 +26,12 @@ def prepare(benchmark, size, data_dir, system, force):
     file of the official dataset is where it should be, and say what is missing and where it comes from."""
     import tempfile
 
-    from harness import execute, runner
+    from harness.run import execute
 
     system = system or ("cpu-local" if size == "tiny" else "dgx-h100x8")
     with tempfile.TemporaryDirectory(prefix="mlperf-prepare-") as tmp:
-        r = runner.resolve(benchmark, system, size, 1, 0, tmp, (), None, data_dir)
-        runner.write_plans(r.plans)
+        r = execute.resolve(benchmark, system, size=size, runs=1, seed=0, results_dir=tmp, data_dir=data_dir)
+        execute.write_plans(r.plans)
         plan = r.plans[0]
         if force:
             from pathlib import Path

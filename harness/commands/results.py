@@ -13,7 +13,7 @@ import sys
 
 import click
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 SCHEMA_VERSION = 1
 
@@ -50,10 +50,10 @@ def score(path, as_json, csv_path, with_runs, ruleset):
     \b
     Score = olympic mean of per-run minutes (drop fastest and slowest) x committed scaling.json,
     equal to the official result summarizer (mlperf-logging 4.1.68) on compliant logs; a run
-    whose run_stop status is not success counts as not converged (see harness/results/score.py).
+    whose run_stop status is not success counts as not converged (see harness/review/results/score.py).
     Example: mlperf results score ../shared/fixtures/mlperf_v4.0 --json
     """
-    from harness.results.score import score_tree
+    from harness.review.results.score import score_tree
 
     if not os.path.exists(path):
         raise ConfigError(f"no such file or directory: {path}")
@@ -63,7 +63,7 @@ def score(path, as_json, csv_path, with_runs, ruleset):
             "or a folder above it; for one log use `mlperf check`"
         )
     if ruleset:
-        from harness.check import validate_ruleset
+        from harness.review.check.log import validate_ruleset
 
         validate_ruleset(ruleset)
     rows = score_tree(path, with_runs=with_runs and as_json, compliance=ruleset)
@@ -157,8 +157,8 @@ def ingest(round_root, round_name, db, as_json):
     Re-ingesting a round replaces it atomically.
     Example: mlperf results ingest ../training_results_v4.0 --round v4.0
     """
-    from harness.results.ingest import DEFAULT_DB
-    from harness.results.ingest import ingest as do_ingest
+    from harness.review.results.ingest import DEFAULT_DB
+    from harness.review.results.ingest import ingest as do_ingest
 
     info = do_ingest(round_root, round_name, db or DEFAULT_DB)
     if as_json:
@@ -187,14 +187,14 @@ def ingest(round_root, round_name, db, as_json):
 @click.option("--json", "as_json", is_flag=True)
 def compare(benchmark, rounds, accelerator, scale, plot_path, db, as_json):
     """Best score, matched-scale score, accelerator-minutes, scaling efficiency and speedup per round."""
-    from harness.results.compare import compare as do_compare
-    from harness.results.ingest import DEFAULT_DB, load
+    from harness.review.results.compare import compare as do_compare
+    from harness.review.results.ingest import DEFAULT_DB, load
 
     benchmark = _benchmark_name(benchmark)
     df = load(db or DEFAULT_DB, [r for r in rounds.split(",") if r.strip()] if rounds else None)
     doc = do_compare(df, benchmark, accelerator, scale)
     if plot_path:
-        from harness.results.plot import plot
+        from harness.review.results.plot import plot
 
         doc["plot"] = plot(df, benchmark, plot_path, accelerator)
     if as_json:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from harness.errors import OK, TARGET_NOT_REACHED, Interrupted
+from harness.core.errors import OK, TARGET_NOT_REACHED, Interrupted
 
 SCHEMA_VERSION = 1
 
@@ -74,16 +74,26 @@ def run(
 ):
     """Run BENCHMARK's reference implementation on a system and write MLPerf logs into RESULTS_DIR
     as an official submission tree."""
-    from harness import runner
+    from harness.run import execute as ex
 
     if resume_dir:
-        from harness import resume
+        from harness.core.runfolder import results_root
+        from harness.run import resume
 
         resolved = resume.resolve(resume_dir, benchmark, launcher, apply=not dry_run)
-        results_dir = str(resume.results_root(Path(resume_dir)))
+        results_dir = str(results_root(Path(resume_dir)))
     else:
-        resolved = runner.resolve(
-            benchmark, system, size, runs, seed, results_dir, sets, nproc_per_node, data_dir, launcher
+        resolved = ex.resolve(
+            benchmark,
+            system,
+            size=size,
+            runs=runs,
+            seed=seed,
+            results_dir=results_dir,
+            sets=sets,
+            nproc_per_node=nproc_per_node,
+            data_dir=data_dir,
+            launcher=launcher,
         )
     if dry_run:
         from harness.commands.run_show import show_dry_run
@@ -91,10 +101,11 @@ def run(
         show_dry_run(resolved, Path(results_dir), as_json, apply_tuning)
         return OK
 
-    from harness.execute import as_dict, execute
+    from harness.commands.progress import Progress
 
     try:
-        results = execute(resolved, Path(results_dir), quiet=as_json, apply_tuning=apply_tuning)
+        progress = Progress(len(resolved.plans), quiet=as_json)
+        results = ex.execute(resolved, Path(results_dir), progress, apply_tuning=apply_tuning)
     except KeyboardInterrupt:
         raise Interrupted("interrupted: running runs were stopped and logged as aborted") from None
     score = _score(resolved, results)
@@ -106,7 +117,7 @@ def run(
             "size": resolved.plans[0].size,
             "division": resolved.system.division,
             "target": resolved.plans[0].target,
-            "runs": [as_dict(r) for r in results],
+            "runs": [ex.as_dict(r) for r in results],
             "score_min": score,
             "status": "success" if all(r.status == "success" for r in results) else "target_not_reached",
         }
@@ -119,7 +130,7 @@ def run(
 def _score(resolved, results) -> float | None:
     """Olympic mean once the official number of runs exists (this invocation's runs). A run that
     missed its target counts as the dropped slowest, as the rules say; two such runs: no score."""
-    from harness.results.score import olympic_mean
+    from harness.review.results.score import olympic_mean
 
     need = resolved.definition.runs_per_result
     claimed = [r for r in results if r.result_file]
@@ -135,7 +146,7 @@ def _score(resolved, results) -> float | None:
 def _table(resolved, results, score) -> None:
     from rich.table import Table
 
-    from harness.ui import out as _out
+    from harness.commands.ui import out as _out
 
     out = _out()
     t = Table(title=f"{resolved.definition.name} on {resolved.system.name} ({resolved.plans[0].size})")

@@ -20,12 +20,14 @@ def rules_files(plan) -> list[str]:
 
 
 def show_dry_run(resolved, results_dir: Path, as_json: bool, apply_tuning: bool) -> None:
-    from harness import launch
-    from harness.results.writer import result_dir
+    from harness.core.tree import result_dir
+    from harness.resolve import registry
+    from harness.run import launch
 
     plan = resolved.plans[0]
     launcher = launch.get(resolved.launcher, apply_tuning=apply_tuning)
-    command = launcher.describe(resolved.plans, resolved.system, resolved.definition.entrypoint)
+    spec = registry.spec(plan.benchmark)
+    command = launcher.describe(resolved.plans, resolved.system, spec.module)
     out_dir = result_dir(results_dir, plan.submission.org, plan.submission.system, plan.benchmark)
     if as_json:
         doc = {
@@ -44,7 +46,7 @@ def show_dry_run(resolved, results_dir: Path, as_json: bool, apply_tuning: bool)
         return
     from rich.table import Table
 
-    from harness.ui import out as _out
+    from harness.commands.ui import out as _out
 
     out = _out()
     for note in resolved.notes:
@@ -58,7 +60,7 @@ def show_dry_run(resolved, results_dir: Path, as_json: bool, apply_tuning: bool)
     out.print(t)
     out.print(
         "config sources (lowest first): defaults in "
-        + plan.config_class.split(":")[0].replace(".", "/")
+        + spec.config.__module__.replace(".", "/")
         + ".py"
         + "".join(f" < {s}" for s in resolved.sources)
     )

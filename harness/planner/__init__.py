@@ -5,7 +5,7 @@
     rcp.py          samples to converge at a GBS from the official RCP tables (mlperf-logging)
     memory.py       GiB per accelerator for a candidate (weights, grads, optimizer, activations, ...)
     timing.py       step-time breakdown and predicted minutes
-    search.py       candidate enumeration (validated by harness.layout.derive), ranking
+    search.py       candidate enumeration (validated by harness.core.layout.derive), ranking
     calibration.py  constants (data/efficiency.yaml) and the published results (data/published.yaml)
     fitting.py      fit of the constants and the power-law baseline (bench scripts only; uses scipy)
     plot.py         predicted time vs accelerator count with the published points (--plot)
@@ -29,7 +29,7 @@ def resolve_hardware(system) -> hardware.Hardware:
             from pathlib import Path
 
             return hardware.from_official_json(Path(system))
-        from harness import systems
+        from harness.resolve import systems
 
         system = systems.load(system)
     return hardware.from_spec(system)
@@ -42,17 +42,14 @@ def plan(bench_name: str, system, global_batch_size: int | None = None) -> Plan:
 def implementation(bench_name: str) -> dict:
     """What the harness's own implementation (benchmarks/<name>/config.py) can run: its parallel
     degrees (`SUPPORTS`), whether it shards weights with FSDP, and its recompute modes."""
-    import importlib
-
     import benchmarks
-    from harness.errors import ConfigError
+    from harness.core.errors import ConfigError
     from harness.planner import workloads
 
     try:
-        module, cls_name = benchmarks.get(bench_name).config_class.split(":")
+        cls = benchmarks.config_class(bench_name)  # config modules never import torch
     except ConfigError:  # benchmark folder not there (yet): plan as the record implementations run
         return {"supports": workloads.get(bench_name).supports, "fsdp": False, "recompute": None}
-    cls = getattr(importlib.import_module(module), cls_name)  # config modules never import torch
     fields = cls.model_fields
     out: dict = {"supports": tuple(getattr(cls, "SUPPORTS", ())), "fsdp": False, "recompute": None}
     if "fsdp" in fields:

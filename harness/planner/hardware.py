@@ -2,7 +2,7 @@
 
 `Hardware` is deliberately small: node shape, the accelerator's dense peaks and memory, and three
 bandwidths (inside the NVLink domain, between domains, to the host). `from_spec` reads a
-`harness.systems.SystemSpec`; `from_official_json` reads a published system-description JSON
+`harness.resolve.systems.SystemSpec`; `from_official_json` reads a published system-description JSON
 (which names the accelerator only in words) and fills the numbers from `data/accelerators.yaml`.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 DATA = Path(__file__).resolve().parent / "data"
 

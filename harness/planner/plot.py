@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 from harness.planner import calibration as C
 from harness.planner.search import Plan, search_layouts
 

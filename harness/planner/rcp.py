@@ -3,7 +3,7 @@
 Same arithmetic as `mlperf_logging.rcp_checker` (olympic mean of the reference runs, pruning of
 points that converge slower than the interpolation of their neighbours, linear interpolation on
 the pruned set), re-done in plain Python because importing the checker pulls in scipy (~0.7 s) and
-`mlperf plan --json` must answer in well under a second. tests/unit/test_planner_rcp.py checks the
+`mlperf plan --json` must answer in well under a second. tests/unit/test_planner_model.py checks the
 numbers against the checker itself.
 
 Predicting at the RCP mean is what the score sees: a submission that converges faster than the
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ the reason), predict the rest, rank by predicted time-to-train.
 gpt3 / llama2_70b_lora: TP (divisors of the NVLink domain), PP (divisors of the layer count), VP
 (interleaving; layers must split into PP x VP equal chunks), CP, MBS, and GA -> GBS. gnn /
 stable_diffusion: the per-accelerator batch (GBS = world x batch). Every candidate goes through
-`harness.layout.derive`, the one place layouts are checked; the GBS must lie in the range the
+`harness.core.layout.derive`, the one place layouts are checked; the GBS must lie in the range the
 official RCPs cover, and gpt3's learning rate follows from the GBS.
 """
 
@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 
-from harness.errors import ConfigError
-from harness.layout import derive
+from harness.core.errors import ConfigError
+from harness.core.layout import derive
 from harness.planner import calibration as C
 from harness.planner import memory as M
 from harness.planner import rcp

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from harness.errors import ConfigError, suggest
+from harness.core.errors import ConfigError, suggest
 
 
 @dataclass(frozen=True)

@@ -19,144 +19,36 @@ Loading never unpickles arbitrary objects: rank files are read with `torch.load(
 (tensors, dicts, lists, tuples, str/int/float/bool/None only; `save` refuses anything else), RNG
 states are stored as tensors, and scalars that are not tensors live in the JSON manifest.
 
-This module imports torch only inside `save`/`load`/RNG helpers: `latest_good`/`verify` are
-used by the harness (`mlperf run --resume`), which never imports torch.
+This module imports torch only inside `save`/`load`/RNG helpers; the format, `verify` and
+`latest_good` live in harness/core/checkpoint_manifest.py (the CLI's `--resume` reads them).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
-import re
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-FORMAT = "mlperf-harness-checkpoint"
-VERSION = 1
-MANIFEST = "manifest.json"
-STEP_RE = re.compile(r"^step_(\d+)$")
-PARTIAL_RE = re.compile(r"^\.step_(\d+)\.partial$")
-
-
-class CheckpointError(Exception):
-    """A checkpoint that cannot be used (missing, torn, wrong world size, bad content)."""
-
-
-# ---- file helpers ---------------------------------------------------------------------------
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _atomic_bytes(path: Path, write: Callable) -> None:
-    """`write(f)` into a temp file next to `path`, fsync, rename over `path`."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
-def step_dir(root: Path, step: int) -> Path:
-    return Path(root) / f"step_{step:08d}"
-
-
-def rank_file(rank: int) -> str:
-    return f"rank_{rank:05d}.pt"
-
-
-# ---- discovery and verification (torch-free) ------------------------------------------------
-@dataclass
-class Found:
-    step: int
-    path: Path
-    manifest: dict
-
-
-def list_steps(root: Path) -> list[tuple[int, Path]]:
-    root = Path(root)
-    if not root.is_dir():
-        return []
-    out = [(int(m.group(1)), p) for p in root.iterdir() if (m := STEP_RE.match(p.name)) and p.is_dir()]
-    return sorted(out)
-
-
-def verify(path: Path, world_size: int | None = None, deep: bool = True) -> dict:
-    """The manifest of the checkpoint in `path` if every file is present and intact, else raise
-    CheckpointError saying what is wrong. `deep=False` checks sizes only (no hashing)."""
-    path = Path(path)
-    mpath = path / MANIFEST
-    try:
-        manifest = json.loads(mpath.read_text())
-    except FileNotFoundError:
-        raise CheckpointError(f"{path}: no {MANIFEST} (checkpoint was not completed)") from None
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"{mpath}: unreadable manifest ({e})") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise CheckpointError(f"{mpath}: not a {FORMAT} manifest")
-    if manifest.get("version") != VERSION:
-        raise CheckpointError(f"{mpath}: version {manifest.get('version')} (this harness reads {VERSION})")
-    if world_size is not None and manifest.get("world_size") != world_size:
-        raise CheckpointError(
-            f"{path}: written by {manifest.get('world_size')} ranks, this run has {world_size}"
-        )
-    files = manifest.get("files") or {}
-    if len(files) != manifest.get("world_size"):
-        raise CheckpointError(
-            f"{mpath}: lists {len(files)} rank files for world size {manifest.get('world_size')}"
-        )
-    for name, info in files.items():
-        f = path / name
-        if not f.is_file():
-            raise CheckpointError(f"{f}: missing")
-        size = f.stat().st_size
-        if size != info.get("bytes"):
-            raise CheckpointError(f"{f}: {size} bytes, manifest says {info.get('bytes')} (torn write)")
-        if deep and sha256_file(f) != info.get("sha256"):
-            raise CheckpointError(f"{f}: sha256 mismatch (corrupt)")
-    return manifest
-
-
-def latest_good(
-    root: Path, world_size: int | None = None, deep: bool = True, problems: list[str] | None = None
-) -> Found | None:
-    """Newest checkpoint under `root` that verifies; bad ones are skipped (reasons appended to
-    `problems`). None when there is none."""
-    for step, path in reversed(list_steps(root)):
-        try:
-            return Found(step, path, verify(path, world_size, deep))
-        except CheckpointError as e:
-            if problems is not None:
-                problems.append(str(e))
-    return None
-
+# The format, verification and discovery are torch-free (the CLI's --resume reads them).
+from harness.core.checkpoint_manifest import (  # noqa: F401 - re-exported for the ranks
+    FORMAT,
+    MANIFEST,
+    PARTIAL_RE,
+    VERSION,
+    CheckpointError,
+    Found,
+    latest_good,
+    list_steps,
+    rank_file,
+    step_dir,
+    verify,
+)
+from harness.core.files import atomic_write_bytes, fsync_dir, sha256_file
 
 # ---- what may go into a rank file -------------------------------------------------------------
 _SCALARS = (str, int, float, bool, type(None))
@@ -280,9 +172,9 @@ class Checkpointer:
             partial.mkdir(parents=True)
         self._barrier()
         name = rank_file(self.rank)
-        _atomic_bytes(partial / name, lambda f: torch.save(state, f))
+        atomic_write_bytes(partial / name, lambda f: torch.save(state, f))
         info = {"bytes": (partial / name).stat().st_size, "sha256": sha256_file(partial / name)}
-        _atomic_bytes(
+        atomic_write_bytes(
             partial / f"rank_{self.rank:05d}.json",
             lambda f: f.write(json.dumps({"file": info, "meta": rank_meta or {}}).encode()),
         )
@@ -303,12 +195,12 @@ class Checkpointer:
                 "ranks": ranks,
                 "meta": meta or {},
             }
-            _atomic_bytes(partial / MANIFEST, lambda f: f.write(json.dumps(manifest, indent=1).encode()))
-            _fsync_dir(partial)
+            atomic_write_bytes(partial / MANIFEST, lambda f: f.write(json.dumps(manifest, indent=1).encode()))
+            fsync_dir(partial)
             if final.exists():  # re-saving a step (e.g. after a resume): replace it
                 shutil.rmtree(final)
             os.replace(partial, final)
-            _fsync_dir(self.root)
+            fsync_dir(self.root)
             self._rotate(step)
         self._barrier()
         self.last_save_s = time.perf_counter() - t0

@@ -1,7 +1,7 @@
 """What every training process does first: read its plan, join the process group, set threads,
 open the MLPerf log on rank 0, and turn SIGINT/SIGTERM into a flag checked at step boundaries.
 
-    rt = runtime.start(plan_path)        # in reference_impls/<name>/__main__.py
+    rt = runtime.start(plan_path)        # harness/train/entry.py, in every rank
     ...                                  # train; check rt.stop_requested each step
     rt.finish(success)                   # run_stop{status}, destroy the process group
 
@@ -16,9 +16,11 @@ import signal
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from harness.mllog import MLLog
-from harness.plan import RunPlan
+from harness.core.mllog import MLLog
+from harness.core.runfolder import resume_marker
+from harness.core.runplan import RunPlan
 
 
 @dataclass
@@ -29,6 +31,8 @@ class Runtime:
     local_rank: int
     device: str
     log: MLLog
+    cfg: Any = None
+    """The plan's typed benchmark config (set by harness/train/entry.py from the spec)."""
     stop_requested: bool = False
     signal_received: int | None = None
     extra: dict = field(default_factory=dict)
@@ -108,9 +112,7 @@ def start(plan_path: str | Path, init_process_group: bool = True) -> Runtime:
     )
 
     if plan.resume_from:  # `mlperf run --resume`: continue the log, no second prologue
-        from harness.resume import marker
-
-        rt.log.resume(marker(plan))
+        rt.log.resume(resume_marker(plan.run_dir))
 
     def _on_signal(signum, _frame):
         rt.stop_requested = True

@@ -9,12 +9,8 @@ from __future__ import annotations
 
 import sys
 
-from harness.train.entry import run_training
+from harness.train.entry import main
+from reference_impls.gnn.spec import SPEC
 
-
-def main(argv=None) -> int:
-    return run_training("reference_impls.gnn.train:train", argv, prog="python -m reference_impls.gnn")
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # guard required: megatron's checkpoint workers re-import __main__
+    sys.exit(main(SPEC))

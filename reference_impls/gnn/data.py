@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 BASE_RELATIONS = [
     ("paper", "cites", "paper"),

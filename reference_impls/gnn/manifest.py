@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.train import manifest as shared
+from harness.core import data_manifest as shared
 
 FORMAT = 1
 

@@ -15,13 +15,12 @@ the manifest. Any problem is one line: `error: <file>: <what> (<where it comes f
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 
-from harness.plan import RunPlan
-from harness.train import entry
+import benchmarks
+from harness.core.runplan import RunPlan
 from reference_impls.gnn import data, manifest
 
 
@@ -44,7 +43,7 @@ def _pick(rng, n_src: int, mean: float, cls_src, cls_dst_sorted, dst_offsets, n_
 def generate_tiny(plan: RunPlan) -> list[Path]:
     import torch
 
-    cfg = plan.cfg()
+    cfg = benchmarks.typed_config(plan)
     base = data.processed_dir(plan.data_dir, cfg)
     rng = np.random.default_rng(cfg.synth_seed)
     n, c, d = cfg.num_nodes, cfg.num_classes, cfg.in_channels
@@ -89,7 +88,7 @@ def generate_tiny(plan: RunPlan) -> list[Path]:
 def prepare_full(plan: RunPlan) -> list[Path]:
     import torch
 
-    cfg = plan.cfg()
+    cfg = benchmarks.typed_config(plan)
     base = data.processed_dir(plan.data_dir, cfg)
     # Split first if absent (it only needs the labelled count), then check everything.
     if base.is_dir() and not (base / "train_idx.pt").exists() and not (base / "val_idx.pt").exists():
@@ -114,20 +113,9 @@ def prepare(plan: RunPlan) -> Path:
     return manifest.write(plan, files, hash_files=False)  # sizes only: hashing 2.2 TB is not useful
 
 
-def _prepare_once(plan_path: str) -> None:
-    plan = RunPlan.load(Path(plan_path))
+def prepare_once(plan: RunPlan) -> None:
     if manifest.is_prepared(plan):
         print(f"gnn ({plan.size}) data already prepared in {plan.data_dir}")
         return
     out = prepare(plan)
     print(f"gnn ({plan.size}) data ready in {plan.data_dir} ({out.name} written)")
-
-
-def main(argv=None) -> int:
-    return entry.main(
-        _prepare_once, __doc__.splitlines()[0], argv, prog="python -m reference_impls.gnn.prepare"
-    )
-
-
-if __name__ == "__main__":
-    sys.exit(main())

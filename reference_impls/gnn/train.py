@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 from reference_impls.gnn import data
 from reference_impls.gnn.model import RGAT
 from reference_impls.gnn.sampler import HeteroNeighborSampler
@@ -77,10 +77,10 @@ def _autocast(cfg, device):
     return torch.autocast("cpu", enabled=False)
 
 
-def train(rt) -> tuple[bool, dict]:
+def run(rt) -> tuple[bool, dict]:
     """Run one timed training run; returns (target reached, run_stop metadata)."""
     plan = rt.plan
-    cfg = plan.cfg()
+    cfg = rt.cfg
     lay = plan.layout
     device = torch.device(rt.device)
     target = plan.target["eval_accuracy"]
@@ -243,7 +243,7 @@ def _save(ck, rt, model, opt, gen, epoch_order, step, epoch, next_s, progress) -
 
 
 def _resume(ck, rt, model, opt, gen, order_gen) -> tuple[int, int, int, float]:
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
     from harness.train import checkpoint
 
     try:

@@ -1,4 +1,4 @@
-"""LR range test for GPT-3: `python -m reference_impls.gpt3.lr_find --plan plan.json` (every rank).
+"""LR range test for GPT-3: `SPEC.lr_find`, run in every rank for a plan with task "lr_find".
 
 Started by `mlperf lr-find gpt3 --system NAME` (harness/commands/lr_find.py), which writes the sweep
 request to `<run_dir>/lr_find_request.json` ({"steps", "min_lr", "max_lr"}). From the same starting
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 
 import torch
@@ -26,7 +25,7 @@ DIVERGED = 4.0  # stop when the loss exceeds 4x the best loss seen
 
 def sweep(rt, steps: int, min_lr: float, max_lr: float) -> dict:
     plan = rt.plan
-    cfg, layout = plan.cfg(), plan.layout
+    cfg, layout = rt.cfg, plan.layout
     data_dir = Path(plan.data_dir)
     init_parallel(layout, plan.seed)
     model, optimizer, scheduler, tcfg = gmodel.build(cfg, layout, rt.device)
@@ -64,10 +63,8 @@ def sweep(rt, steps: int, min_lr: float, max_lr: float) -> dict:
     }
 
 
-def main(plan_path: str) -> int:
-    from harness.train import runtime
-
-    rt = runtime.start(plan_path)
+def lr_find(rt) -> None:
+    """The sweep in this rank (SPEC.lr_find); rank 0 writes the raw curve for `mlperf lr-find`."""
     req = json.loads((Path(rt.plan.run_dir) / "lr_find_request.json").read_text())
     try:
         out = sweep(rt, int(req["steps"]), float(req["min_lr"]), float(req["max_lr"]))
@@ -78,10 +75,3 @@ def main(plan_path: str) -> int:
 
         if ps.model_parallel_is_initialized():
             ps.destroy_model_parallel()
-    return rt.finish(True)
-
-
-if __name__ == "__main__":
-    from harness.train.entry import main as entry_main
-
-    sys.exit(entry_main(main, "LR range test (started by `mlperf lr-find`)"))

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.train import manifest as shared
-from harness.train.manifest import MANIFEST, sha256  # noqa: F401  (prepare and tests use them from here)
+from harness.core import data_manifest as shared
+from harness.core.data_manifest import MANIFEST, sha256  # noqa: F401  (prepare and tests use them from here)
 
 CHECKPOINT = "checkpoint/tiny_ckpt.pt"
 FULL_CHECKPOINT_DIR = "ckpt4000-consumed_samples=0"

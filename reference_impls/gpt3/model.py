@@ -74,7 +74,7 @@ def layer_spec(cfg, device: str):
             import transformer_engine  # noqa: F401
         except ImportError:
             if cfg.fp8:
-                from harness.errors import ConfigError
+                from harness.core.errors import ConfigError
 
                 raise ConfigError(
                     "fp8: Transformer Engine is not installed; "

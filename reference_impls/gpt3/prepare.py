@@ -12,14 +12,13 @@ where it comes from (nothing is downloaded).
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from harness.errors import ConfigError
-from harness.plan import RunPlan
-from harness.train import entry
+import benchmarks
+from harness.core.errors import ConfigError
+from harness.core.runplan import RunPlan
 from reference_impls.gpt3 import manifest
 from reference_impls.gpt3.data import TRAIN_SEQUENCES
 
@@ -50,17 +49,14 @@ def pretrain_config(plan: RunPlan):
         opt_base_learning_rate=PRETRAIN_LR,
         train_samples_cap=TRAIN_SEQUENCES,
     )
-    module, cls = plan.config_class.split(":")
-    import importlib
-
-    return getattr(importlib.import_module(module), cls).model_validate(values)
+    return benchmarks.config_class("gpt3").model_validate(values)
 
 
 def prepare_tiny(plan: RunPlan, log=print) -> Path:
     import torch
     import torch.distributed as dist
 
-    from harness.layout import Layout
+    from harness.core.layout import Layout
     from reference_impls.gpt3 import data, train
     from reference_impls.gpt3 import model as gmodel
 
@@ -141,14 +137,3 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def main(argv: list[str] | None = None) -> int:
-    def run(plan_path: str) -> None:
-        prepare(RunPlan.load(Path(plan_path)), log=lambda m: print(m, file=sys.stderr, flush=True))
-
-    return entry.main(run, argv=argv, prog="python -m reference_impls.gpt3.prepare")
-
-
-if __name__ == "__main__":  # guard required: megatron dist_checkpointing workers re-import __main__
-    sys.exit(main())

@@ -192,7 +192,7 @@ def hyperparameters(cfg, layout) -> dict:
 
 
 def check_switches(cfg, device: str) -> None:
-    from harness.errors import ConfigError
+    from harness.core.errors import ConfigError
 
     if device == "cpu":
         on = [k for k in type(cfg).GPU_ONLY if getattr(cfg, k, False)]
@@ -251,14 +251,14 @@ class Timings:
 def run(rt) -> bool:
     """Train one run; True when the target was reached. Raises on errors (caller logs run_stop)."""
     plan, log = rt.plan, rt.log
-    cfg, layout = plan.cfg(), plan.layout
+    cfg, layout = rt.cfg, plan.layout
     target = plan.target["log_perplexity"]
     log.header(plan, hyperparameters(cfg, layout))
     log.event("train_samples", cfg.train_samples_cap)
     check_switches(cfg, rt.device)
     data_dir = Path(plan.data_dir)
     if plan.size == "tiny" and not manifest.is_prepared(plan):
-        from harness.errors import ConfigError
+        from harness.core.errors import ConfigError
 
         raise ConfigError(
             f"{data_dir}: tiny GPT-3 data is not prepared; run `mlperf prepare gpt3 --size tiny`"
@@ -373,7 +373,7 @@ def save_checkpoint(ck, rt, step: int, model, optimizer, scheduler) -> None:
 
 def resume(ck, rt, model, optimizer, scheduler) -> int:
     """Load this rank's shard of `plan.resume_from`; returns the step to continue after."""
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
     from harness.train import checkpoint
 
     try:

@@ -10,18 +10,11 @@ from __future__ import annotations
 import os
 import sys
 
-from harness.train.entry import run_training
-
-# Set before train.py imports the HF libraries (they read it then): the model is built from a local
-# config, never fetched.
+# Models are built from local config, never fetched (set before transformers is imported).
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from harness.train.entry import main  # noqa: E402
+from reference_impls.llama2_70b_lora.spec import SPEC  # noqa: E402
 
-def main(argv=None) -> int:
-    return run_training(
-        "reference_impls.llama2_70b_lora.train:run", argv, prog="python -m reference_impls.llama2_70b_lora"
-    )
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # guard required: megatron's checkpoint workers re-import __main__
+    sys.exit(main(SPEC))

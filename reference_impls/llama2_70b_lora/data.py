@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 TRAIN_FILE = "train-00000-of-00001.parquet"
 EVAL_FILE = "validation-00000-of-00001.parquet"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.train import manifest as shared
+from harness.core import data_manifest as shared
 
 GENERATOR_VERSION = 1
 # Config fields the tiny data and the tiny base checkpoint depend on.

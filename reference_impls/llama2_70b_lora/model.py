@@ -23,7 +23,7 @@ from torch import nn
 from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.models.llama import modeling_llama as ml
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 
 class FusedQKVAttention(ml.LlamaAttention):

@@ -20,13 +20,11 @@ Full: check that the dataset and checkpoint are where the plan says (ConfigError
 from __future__ import annotations
 
 import math
-import os
 import random
-import sys
 from pathlib import Path
 
-from harness.plan import RunPlan
-from harness.train import entry
+import benchmarks
+from harness.core.runplan import RunPlan
 from reference_impls.llama2_70b_lora import manifest
 
 PAD, BOS, EOS, SEP = 0, 1, 2, 3
@@ -118,7 +116,7 @@ def prepare_tiny(plan: RunPlan) -> Path:
     from reference_impls.llama2_70b_lora.model import save_base
 
     torch.set_num_threads(max(1, plan.threads_per_process))
-    cfg = plan.cfg()
+    cfg = benchmarks.typed_config(plan)
     root = Path(plan.data_dir)
     lang = Language(cfg)
     # Train and eval rows come from separate seeded streams, so neither depends on the other's size.
@@ -138,7 +136,7 @@ def validate_full(plan: RunPlan) -> None:
     from reference_impls.llama2_70b_lora import data
     from reference_impls.llama2_70b_lora.model import check_checkpoint_config, checkpoint_files
 
-    cfg = plan.cfg()
+    cfg = benchmarks.typed_config(plan)
     for f in data.dataset_files(Path(plan.data_dir), cfg):
         data.check_columns(f)
     md = Path(plan.data_dir) / cfg.model_dir
@@ -146,19 +144,9 @@ def validate_full(plan: RunPlan) -> None:
     check_checkpoint_config(md, cfg)
 
 
-def _prepare(plan_path: str) -> None:
-    plan = RunPlan.load(Path(plan_path))
+def prepare(plan: RunPlan) -> None:
     if plan.size == "tiny":
         print(prepare_tiny(plan))
     else:
         validate_full(plan)
         print(f"{plan.data_dir}: dataset and checkpoint present")
-
-
-def main(argv=None) -> int:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    return entry.main(_prepare, argv=argv, prog="python -m reference_impls.llama2_70b_lora.prepare")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -19,7 +19,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 from reference_impls.llama2_70b_lora import data
 from reference_impls.llama2_70b_lora import model as M
 
@@ -175,7 +175,7 @@ def evaluate(model, ev_ids, ev_labels, mesh: Mesh, cfg, device) -> float:
 def run(rt) -> bool:
     """Train to the target; True when reached. Logs everything through rt.log."""
     plan, log = rt.plan, rt.log
-    cfg = plan.cfg()
+    cfg = rt.cfg
     layout = plan.layout
     log.header(plan, hyperparameters(cfg, layout))
     device = torch.device(rt.device)
@@ -322,7 +322,7 @@ def _save(ck, rt, model, opt, step: int) -> None:
         "optimizer": _local(opt.state_dict()),
         "rng": checkpoint.capture_rng(),
     }
-    meta = {"step": step, "samples_count": step * rt.plan.cfg().global_batch_size}
+    meta = {"step": step, "samples_count": step * rt.cfg.global_batch_size}
     if rt.is_rank0:
         meta["log_offset"] = Path(rt.plan.log_path).stat().st_size
     ck.save(step, state, meta=meta, rank_meta={"step": step})
@@ -330,7 +330,7 @@ def _save(ck, rt, model, opt, step: int) -> None:
 
 def _resume(ck, rt, model, opt) -> int:
     """Load this rank's LoRA weights, AdamW state and RNGs; returns the step to continue at."""
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
     from harness.train import checkpoint
 
     try:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 FULL_ORIGIN = {
     "train": "LAION-400M CC-BY moments from MLCommons storage: mlcommons/training stable_diffusion/"

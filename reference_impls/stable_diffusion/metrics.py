@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from scipy import linalg
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 DIGITS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 

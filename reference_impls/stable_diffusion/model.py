@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 UNCOND = ""  # the empty prompt: classifier-free guidance's unconditional branch
 

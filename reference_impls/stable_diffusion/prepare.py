@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.errors import ConfigError
-from harness.plan import RunPlan
-from harness.train import entry
+import benchmarks
+from harness.core.errors import ConfigError
+from harness.core.runplan import RunPlan
 from reference_impls.stable_diffusion import data, manifest
 
 SPLIT_SEED = 2023  # the reference's COCO subset seed
@@ -66,7 +66,7 @@ def generate_tiny(plan: RunPlan) -> list[Path]:
     from reference_impls.stable_diffusion.metrics import DIGITS, DigitsClassifier, caption, stats
     from reference_impls.stable_diffusion.model import TinyTokenizer
 
-    cfg = plan.cfg()
+    cfg = benchmarks.typed_config(plan)
     torch.set_num_threads(plan.threads_per_process)
     root = Path(plan.data_dir)
     digits = load_digits()
@@ -192,7 +192,7 @@ def generate_tiny(plan: RunPlan) -> list[Path]:
 
 
 def validate_full(plan: RunPlan) -> list[Path]:
-    cfg = plan.cfg()
+    cfg = benchmarks.typed_config(plan)
     root = Path(plan.data_dir)
     shards = data.shards(cfg, plan.data_dir)
     data.check_first(cfg, plan.data_dir)
@@ -230,15 +230,3 @@ def prepare(plan: RunPlan) -> Path:
         file=sys.stderr,
     )
     return out
-
-
-def _prepare(plan_path: str) -> None:
-    prepare(RunPlan.load(Path(plan_path)))
-
-
-def main(argv=None) -> int:
-    return entry.main(_prepare, argv=argv, prog="python -m reference_impls.stable_diffusion.prepare")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from harness.mllog import now_ms
+from harness.core.mllog import now_ms
 from reference_impls.stable_diffusion import data, metrics, model
 
 
@@ -98,9 +98,9 @@ class Evaluator:
         return metrics.frechet_distance(mu, sigma, self.mu, self.sigma), agree / len(feats)
 
 
-def train(rt) -> tuple[bool, dict | None]:
+def run(rt) -> tuple[bool, dict | None]:
     plan = rt.plan
-    cfg = plan.cfg()
+    cfg = rt.cfg
     dev, log = rt.device, rt.log
     log.header(plan, _hyperparameters(plan, cfg))
     log.event("train_samples", cfg.train_samples)
@@ -324,7 +324,7 @@ def _save(ck, rt, unet, opt, scaler, gen, step, samples, points, paused, passed)
 
 
 def _resume(ck, rt, unet, opt, scaler, gen) -> dict:
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
     from harness.train import checkpoint
 
     try:

@@ -18,7 +18,7 @@ def test_tiny_model_trains_on_cuda_without_the_cpu_layer():
     code = textwrap.dedent("""
         import os, torch, torch.distributed as dist
         from benchmarks.gpt3.config import Gpt3Config
-        from harness.layout import Layout
+        from harness.core.layout import Layout
         from reference_impls.gpt3 import cpu_compat, model as gm, train
         assert torch.cuda.is_available() and cpu_compat.enable() == 0
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(20000 + os.getpid() % 20000))

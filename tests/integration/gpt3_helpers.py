@@ -27,7 +27,7 @@ def prepared_data_dir(tmp_path_factory) -> Path:
     from reference_impls.gpt3 import manifest
 
     if not manifest.is_prepared(plan):
-        r = helpers.run_entry("reference_impls.gpt3.prepare", plan, env=env())
+        r = helpers.run_entry("reference_impls.gpt3", plan, env=env(), task="prepare")
         assert r.returncode == 0, r.stderr[-3000:]
     return data_dir
 

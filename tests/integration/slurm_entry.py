@@ -1,5 +1,5 @@
 """A torch-free stand-in for a reference implementation, for launcher tests: every rank reads the
-plan; rank 0 writes a short MLPerf log through harness.mllog (seed, run_start, run_stop).
+plan; rank 0 writes a short MLPerf log through harness.core.mllog (seed, run_start, run_stop).
 
     python -m tests.integration.slurm_entry --plan PLAN.json
 Exits 0, or 3 when the plan's config sets `global_batch_size` 13 (a "target not reached" run).
@@ -11,8 +11,8 @@ import argparse
 import os
 import sys
 
-from harness.mllog import MLLog
-from harness.plan import RunPlan
+from harness.core.mllog import MLLog
+from harness.core.runplan import RunPlan
 
 
 def main() -> int:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harness.check import check_log, check_path
 from harness.commands.check import check
+from harness.review.check import check_log, check_path
 
 FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
 if not FIXTURES.exists():  # running from a checkout elsewhere
@@ -101,7 +101,7 @@ def test_nvidia_llama2_logs_pass():
 
 
 def test_missing_path_is_usage_error(tmp_path):
-    from harness.errors import ConfigError
+    from harness.core.errors import ConfigError
 
     with pytest.raises(ConfigError):
         check_path(tmp_path / "nope")
@@ -122,7 +122,7 @@ def test_string_value_for_a_numeric_key_is_explained(tmp_path):
 
 
 def test_tiny_log_uses_the_tiny_rules():
-    from harness.check import tiny_rules_path
+    from harness.review.check.log import tiny_rules_path
 
     tree = Path(__file__).resolve().parents[1] / "data" / "tiny_tree"
     log = next(tree.rglob("result_0.txt"))

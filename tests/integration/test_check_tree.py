@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.check import check_path
+from harness.review.check import check_path
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO.parent / "shared" / "fixtures"
@@ -180,7 +180,7 @@ def test_tree_from_our_tiny_runs_passes_and_scores(tmp_path):
     assert all(r.tiny and r.rules.endswith("tiny_common.yaml") for r in rep.logs)
     (pkg,) = [t for t in rep.tools if t["tool"] == "package checker"]
     assert pkg["passed"] and pkg["division"] == "open" and pkg["rcp"] is None  # open: no seed/RCP checks
-    from harness.results.score import score_tree
+    from harness.review.results.score import score_tree
 
     (row,) = score_tree(org)
     assert row["runs"] == 3 and row["tiny"] and row["division"] == "open"

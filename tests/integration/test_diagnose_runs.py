@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.diagnose import diagnose
+from harness.review.diagnose import diagnose
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.progress import read_events
-from harness.results import writer
+from harness.core import tree
+from harness.core.mllog_reader import read_events
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -52,9 +52,9 @@ def _keys(log: Path) -> list[str]:
 
 
 def _result_folder(results: Path) -> Path:
-    from harness import systems
+    from harness.resolve import systems
 
-    return writer.result_dir(results, systems.load("cpu-local").submitter, "cpu-local", "gpt3")
+    return tree.result_dir(results, systems.load("cpu-local").submitter, "cpu-local", "gpt3")
 
 
 def test_sigterm_stops_at_step_boundary_logs_aborted_exits_130(tmp_path, sig=signal.SIGTERM):
@@ -162,8 +162,8 @@ def test_resume_keeps_the_result_number_of_the_aborted_attempt(tmp_path):
     p = _driver(results, **env)
     _wait_for(lambda: _run_dir(results) is not None and _ckpt(_run_dir(results), 10).exists(), proc=p)
     run = _run_dir(results)
-    from harness import resume
-    from harness.errors import ConfigError
+    from harness.core.errors import ConfigError
+    from harness.run import resume
 
     with pytest.raises(ConfigError, match="still being trained"):  # two runs in one log: refused
         resume.resume_plan(run)
@@ -185,14 +185,14 @@ def test_resume_keeps_the_result_number_of_the_aborted_attempt(tmp_path):
 _CLAIMER = """
 import sys, os, time
 from pathlib import Path
-from harness.results import writer
+from harness.run.claim import claim_result
 folder, tag, n, go = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
 while not go.exists():
     time.sleep(0.001)
 for i in range(n):
     log = go.parent / f"run-{tag}-{i}.log"
     log.write_text(f"{tag} {i}\\n")
-    print(writer.claim_result(log, folder).name)
+    print(claim_result(log, folder).name)
 """
 
 
@@ -218,7 +218,7 @@ def test_concurrent_writers_never_clobber_or_renumber(tmp_path):
         claimed[tag] = out.split()
     names = [x for v in claimed.values() for x in v]
     assert len(names) == len(set(names)) == 3 * n  # no name handed out twice
-    assert sorted(writer.existing_results(folder)) == list(range(3 * n))  # dense: nothing renumbered
+    assert sorted(tree.existing_results(folder)) == list(range(3 * n))  # dense: nothing renumbered
     for tag, mine in claimed.items():  # every file still holds the log its claimer linked
         for i, name in enumerate(mine):
             assert (folder / name).read_text() == f"{tag} {i}\n"

@@ -14,7 +14,7 @@ import pytest
 from gpt3_helpers import REPO, env, events, official_check, prepared_data_dir
 from helpers import kill_tree, mlperf_argv
 
-from harness.progress import read_events
+from harness.core.mllog_reader import read_events
 
 
 @pytest.fixture(scope="module")

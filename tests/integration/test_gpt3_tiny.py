@@ -37,7 +37,7 @@ def test_one_process_reaches_target_and_log_passes_official_checker(tmp_path, da
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     ev = events(plan.log_path)
     keys = [e["key"] for e in ev]
-    # Prologue order (harness/mllog.py) and the gpt3 keys of closed_gpt3.yaml.
+    # Prologue order (harness/core/mllog.py) and the gpt3 keys of closed_gpt3.yaml.
     assert keys.index("submission_division") < keys.index("init_stop") < keys.index("run_start")
     for k in (
         "train_samples",

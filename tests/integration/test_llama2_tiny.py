@@ -52,7 +52,7 @@ def test_tiny_run_reaches_target_and_log_passes_tiny_rules(mlperf, tmp_path, dat
 
     ev = events(log)
     keys = [e["key"] for e in ev]
-    # The prologue in harness/mllog.py's order, with the closed file's keys (literal lora_rank).
+    # The prologue in harness/core/mllog.py's order, with the closed file's keys (literal lora_rank).
     order = [
         "cache_clear",
         "init_start",

@@ -73,7 +73,7 @@ def test_lr_find_suggestion_trains_to_target(tmp_path, data_dir):
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     res = json.loads(run.stdout)["runs"][0]
     assert res["status"] == "success"
-    from harness.diagnose import diagnose
+    from harness.review.diagnose import diagnose
 
     report = diagnose(res["run_dir"])  # a healthy real gpt3 run: no false alarm
     assert report.findings == [] and report.steps > 24, [f.summary for f in report.findings]

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.results.parse import read_run
+from harness.review.results.parse import read_run
 
 pytestmark = pytest.mark.slow
 
@@ -17,8 +17,19 @@ def data_dir(tmp_path_factory):
 
 def test_three_tiny_runs_reach_target_score_and_pass_check(mlperf, tmp_path, data_dir):
     res = tmp_path / "results"
-    r = mlperf("run", "gpt3", "--system", "cpu-local", "--seed", "11", "--results-dir", str(res),
-               "--data-dir", str(data_dir), "--json")
+    r = mlperf(
+        "run",
+        "gpt3",
+        "--system",
+        "cpu-local",
+        "--seed",
+        "11",
+        "--results-dir",
+        str(res),
+        "--data-dir",
+        str(data_dir),
+        "--json",
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     doc = json.loads(r.stdout)
     assert doc["status"] == "success" and len(doc["runs"]) == 3
@@ -41,8 +52,21 @@ def test_three_tiny_runs_reach_target_score_and_pass_check(mlperf, tmp_path, dat
 def test_target_not_reached_exits_3_with_aborted_log(mlperf, tmp_path, data_dir):
     res = tmp_path / "results"
     # 400 sequences = 25 steps: one evaluation (every 384), far too few to reach the target.
-    r = mlperf("run", "gpt3", "--runs", "1", "--seed", "3", "--results-dir", str(res), "--data-dir", str(data_dir),
-               "--set", "train_samples_cap=400", "--json")
+    r = mlperf(
+        "run",
+        "gpt3",
+        "--runs",
+        "1",
+        "--seed",
+        "3",
+        "--results-dir",
+        str(res),
+        "--data-dir",
+        str(data_dir),
+        "--set",
+        "train_samples_cap=400",
+        "--json",
+    )
     assert r.returncode == 3, r.stderr[-3000:]
     run = json.loads(r.stdout)["runs"][0]
     assert run["status"] == "aborted"

@@ -257,8 +257,8 @@ class _Recorder:
 
 def test_runs_are_jobs_with_their_own_plans(slurm, tmp_path):
     """--runs 2 -> two jobs, one plan/seed each, every end reported (a fast torch-free entry)."""
-    from harness import runner
-    from harness.launch import get
+    from harness.run import execute as runner
+    from harness.run.launch import get
 
     r = runner.resolve("gpt3", "cpu-slurm", runs=2, seed=100, results_dir=tmp_path)
     plans = [

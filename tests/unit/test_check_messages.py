@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 
-from harness.check_messages import _crashes_official_parser, _explain, _scan
+from harness.review.check.messages import _crashes_official_parser, explain, scan
 
 
 def _log(tmp_path, lines):
     p = tmp_path / "log.txt"
     p.write_text("noise line\n" + "\n".join(":::MLLOG " + json.dumps(x) for x in lines) + "\n")
-    return _scan(str(p))
+    return scan(str(p))
 
 
 REC = {
@@ -24,21 +24,21 @@ REC = {
 def test_check_failure_maps_mllog_index_to_file_line(tmp_path):
     scan = _log(tmp_path, [{**REC, "key": "a", "value": 1}, {**REC, "key": "opt_name", "value": "sgd"}])
     msg = "CHECK for 'opt_name' failed in line 1:\n:::MLLOG {...}\nfailed test:  v['value'] == 'adam'\ncurrent context[s]={}"
-    f = _explain(msg, "error", scan, "log.txt")
+    f = explain(msg, "error", scan, "log.txt")
     assert f.line == 3 and '(value "sgd")' in f.message and "optimizer" in f.fix and f.detail == msg
 
 
 def test_requirement_and_alternative_and_unknown_messages(tmp_path):
     scan = _log(tmp_path, [{**REC, "key": "global_batch_size", "value": 8}] * 2)
-    f = _explain("Required EXACTLY_ONE occurrence of 'global_batch_size' but found 2", "warning", scan, "x")
+    f = explain("Required EXACTLY_ONE occurrence of 'global_batch_size' but found 2", "warning", scan, "x")
     assert f.line == 3 and f.severity == "warning" and "exactly once" in f.fix
-    f = _explain("Required EXACTLY_ONE occurrence of 'lora_rank' but found 0", "error", scan, "x")
+    f = explain("Required EXACTLY_ONE occurrence of 'lora_rank' but found 0", "error", scan, "x")
     assert f.line is None and "lora_rank" in f.fix
-    f = _explain("Required AT_LEAST_ONE occurrence of 'epoch_start' or 'block_start'", "error", scan, "x")
+    f = explain("Required AT_LEAST_ONE occurrence of 'epoch_start' or 'block_start'", "error", scan, "x")
     assert "at least one of" in f.message
-    f = _explain("failed test: s['x'] > 1\ncurrent context[s]={}", "error", scan, "x")
+    f = explain("failed test: s['x'] > 1\ncurrent context[s]={}", "error", scan, "x")
     assert f.message.startswith("end-of-log check")
-    f = _explain("Something new\nsecond line", "error", scan, "x")
+    f = explain("Something new\nsecond line", "error", scan, "x")
     assert f.message == "Something new" and f.fix and "second line" in f.detail
 
 

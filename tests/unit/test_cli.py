@@ -6,11 +6,13 @@ import pytest
 
 
 def test_help_is_fast_and_imports_no_heavy_library():
-    code = ("import sys, runpy; sys.argv=['mlperf','--help'];\n"
-            "try: runpy.run_module('harness.cli', run_name='__main__')\n"
-            "except SystemExit: pass\n"
-            "heavy=[m for m in ('torch','pandas','megatron','mlperf_logging','transformers') if m in sys.modules]\n"
-            "print('HEAVY', heavy)")
+    code = (
+        "import sys, runpy; sys.argv=['mlperf','--help'];\n"
+        "try: runpy.run_module('harness.cli', run_name='__main__')\n"
+        "except SystemExit: pass\n"
+        "heavy=[m for m in ('torch','pandas','megatron','mlperf_logging','transformers') if m in sys.modules]\n"
+        "print('HEAVY', heavy)"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert "HEAVY []" in r.stdout, r.stdout + r.stderr
     assert "Exit codes" in r.stdout
@@ -63,8 +65,14 @@ BAD = [
     (["run", "gpt4"], "unknown benchmark 'gpt4'"),
     (["run", "gpt3", "--system", "dgx-h100x9"], "unknown system 'dgx-h100x9'"),
     (["run", "gpt3", "--set", "learning_rate=1", "--dry-run"], "unknown key"),
-    (["run", "gpt3", "--system", "dgx-h100x64", "--set", "opt_gradient_clip_norm=2.0", "--dry-run"], "is fixed at 1.0"),
-    (["run", "gpt3", "--set", "tensor_model_parallel_size=2", "--dry-run"], "does not divide the world size 1"),
+    (
+        ["run", "gpt3", "--system", "dgx-h100x64", "--set", "opt_gradient_clip_norm=2.0", "--dry-run"],
+        "is fixed at 1.0",
+    ),
+    (
+        ["run", "gpt3", "--set", "tensor_model_parallel_size=2", "--dry-run"],
+        "does not divide the world size 1",
+    ),
     (["run", "gpt3", "--set", "fp8=true", "--dry-run"], "needs a GPU"),
     (["systems", "show", "nope"], "unknown system"),
 ]
@@ -89,3 +97,16 @@ def test_malformed_and_unknown_key_system_files(mlperf, tmp_path):
     typo.write_text(src.replace("inter_node_bandwidth_gbs", "inter_node_bandwith_gbs"))
     r = mlperf("run", "gpt3", "--system", str(typo), "--dry-run")
     assert r.returncode == 2 and "did you mean 'inter_node_bandwidth_gbs'" in r.stderr
+
+
+@pytest.mark.parametrize(
+    "content,why",
+    [(bytes(range(256)) * 2, "not UTF-8"), (b"name: caf\xe9\n", "not UTF-8"), (b"name: x\0\n", "NUL")],
+)
+def test_binary_or_non_utf8_system_file_is_one_line_exit_2(mlperf, tmp_path, content, why):
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(content)
+    r = mlperf("systems", "validate", str(bad))
+    assert r.returncode == 2, r.stderr
+    assert why in r.stderr and str(bad) in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -12,9 +12,9 @@ import sys
 
 import pytest
 
-from harness import runner
-from harness.diagnose import diagnose
-from harness.mllog import MLLog
+from harness.core.mllog import MLLog
+from harness.review.diagnose import diagnose
+from harness.run import execute as runner
 
 
 def _make_run(

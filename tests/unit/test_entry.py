@@ -1,13 +1,13 @@
-"""harness/train/entry.py: run_training's exit codes and its promise that finish() always runs."""
+"""harness/train/entry.py: run_in_rank's exit codes and its promise that finish() always runs."""
 
 from __future__ import annotations
 
-import sys
 import types
 
 import pytest
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
+from harness.core.spec import BenchmarkSpec
 from harness.train import entry, runtime
 
 
@@ -15,24 +15,42 @@ class FakeRuntime:
     def __init__(self, signal_received=None):
         self.signal_received = signal_received
         self.finished = None
+        self.plan = types.SimpleNamespace(task="train", config={})
 
     def finish(self, success, metadata=None):  # the exit-code rule of runtime.Runtime.finish
         self.finished = (success, metadata)
         return 130 if self.signal_received is not None else (0 if success else 3)
 
 
+class _Config:
+    @staticmethod
+    def model_validate(values):
+        return values
+
+
 @pytest.fixture
 def train_module(monkeypatch):
-    """A fake `fake_train:run` the entry imports after start(); returns (set_behaviour, runtime)."""
+    """A fake spec whose `run` the entry calls after start(); returns (set_behaviour, runtime)."""
     rt = FakeRuntime()
     monkeypatch.setattr(runtime, "start", lambda plan: rt)
-    mod = types.ModuleType("fake_train")
-    monkeypatch.setitem(sys.modules, "fake_train", mod)
+    box = {}
 
     def behave(fn):
-        mod.run = fn
+        box["run"] = fn
 
-    return behave, rt
+    return behave, rt, box
+
+
+def _run(box, plan="p.json") -> int:
+    spec = BenchmarkSpec(
+        name="fake",
+        module="fake_train",
+        config=_Config,
+        run=lambda rt: box["run"](rt),
+        prepare=lambda plan: None,
+        is_prepared=lambda plan: True,
+    )
+    return entry.run_in_rank(spec, plan)
 
 
 def _raise(exc):
@@ -52,39 +70,44 @@ def _raise(exc):
     ],
 )
 def test_result_shapes_and_codes(train_module, result, code, finished):
-    behave, rt = train_module
+    behave, rt, box = train_module
     behave(lambda rt: result)
-    assert entry.run_training("fake_train:run", ["--plan", "p.json"]) == code
+    assert _run(box) == code
     assert rt.finished == finished
 
 
 def test_harness_error_is_one_last_line_and_its_code(train_module, capsys):
-    behave, rt = train_module
+    behave, rt, box = train_module
     behave(_raise(ConfigError("no latents in /data")))
-    assert entry.run_training("fake_train:run", ["--plan", "p.json"]) == 2
+    assert _run(box) == 2
     assert rt.finished == (False, None)
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["error: no latents in /data"]
 
 
 def test_crash_is_1_with_a_traceback_and_the_log_still_finished(train_module, capsys):
-    behave, rt = train_module
+    behave, rt, box = train_module
     behave(_raise(RuntimeError("boom")))
-    assert entry.run_training("fake_train:run", ["--plan", "p.json"]) == 1
+    assert _run(box) == 1
     assert rt.finished == (False, None)
     assert "Traceback" in capsys.readouterr().err
 
 
 def test_a_signal_wins_over_what_training_raised_on_the_way_out(train_module):
-    behave, rt = train_module
+    behave, rt, box = train_module
     rt.signal_received = 15
     behave(_raise(ConfigError("collective failed")))
-    assert entry.run_training("fake_train:run", ["--plan", "p.json"]) == 130
+    assert _run(box) == 130
     behave(lambda rt: False)
-    assert entry.run_training("fake_train:run", ["--plan", "p.json"]) == 130
+    assert _run(box) == 130
 
 
 def test_an_import_failure_still_finishes(train_module):
-    _, rt = train_module
-    assert entry.run_training("fake_train:missing", ["--plan", "p.json"]) == 1
+    behave, rt, box = train_module
+
+    def run(rt):
+        import fake_train_missing  # noqa: F401 - the training code fails to import
+
+    behave(run)
+    assert _run(box) == 1
     assert rt.finished == (False, None)

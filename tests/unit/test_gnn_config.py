@@ -2,9 +2,10 @@
 
 import pytest
 
+from benchmarks import typed_config
 from benchmarks.gnn.config import GnnConfig
-from harness import runner
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
+from harness.run import execute as runner
 
 
 @pytest.mark.parametrize(
@@ -18,7 +19,7 @@ from harness.errors import ConfigError
 )
 def test_record_configs_resolve_to_nvidia_batch_and_lr(tmp_path, system, gbs, mbs, lr, world):
     plan = runner.resolve("rgat", system, runs=1, seed=1, results_dir=tmp_path).plans[0]
-    cfg = plan.cfg()
+    cfg = typed_config(plan)
     assert (plan.size, cfg.global_batch_size, cfg.opt_base_learning_rate) == ("full", gbs, lr)
     assert (plan.layout.world_size, plan.layout.dp, plan.layout.micro_batch_size, plan.layout.grad_accum) == (
         world,
@@ -43,7 +44,7 @@ def test_tiny_plan_one_and_two_ranks(tmp_path):
         2,
         1,
     )
-    cfg = one.cfg()
+    cfg = typed_config(one)
     assert (cfg.num_train_seeds, cfg.num_val_seeds, cfg.label_file) == (12_000, 1_000, "node_label_19.npy")
 
 

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from helpers import make_plan
 
-from harness.errors import ConfigError
-from harness.plan import RunPlan
+from benchmarks import typed_config
+from harness.core.errors import ConfigError
+from harness.core.runplan import RunPlan
 from reference_impls.gnn import data, manifest, prepare
 
 SMALL = ("num_nodes={paper: 2000, author: 3000, institute: 40, fos: 60}", "num_labeled_papers=2000")
@@ -34,7 +35,7 @@ def _copy(plan: RunPlan, tmp_path) -> RunPlan:
 
 def test_tiny_data_is_manifested_deterministic_and_loads(prepared, tmp_path):
     assert manifest.is_prepared(prepared)
-    cfg = prepared.cfg()
+    cfg = typed_config(prepared)
     g = data.load(prepared.data_dir, cfg, in_memory=True)
     assert g.train_idx.numel() == 1200 and g.val_idx.numel() == 100
     assert set(g.csc) == set(data.edge_types(cfg.num_nodes)) and len(g.csc) == 7
@@ -57,8 +58,12 @@ def test_is_prepared_notices_a_changed_file_or_config(prepared, tmp_path):
 
 
 def _prepare_cli(plan_dir):
+    from harness.core.runplan import RunPlan
+
+    plan = RunPlan.load(plan_dir / "plan.json").model_copy(update={"task": "prepare"})
+    plan.save(plan_dir / "prepare.plan.json")
     return subprocess.run(
-        [sys.executable, "-m", "reference_impls.gnn.prepare", "--plan", str(plan_dir / "plan.json")],
+        [sys.executable, "-m", "reference_impls.gnn", "--plan", str(plan_dir / "prepare.plan.json")],
         capture_output=True,
         text=True,
         timeout=120,
@@ -68,7 +73,7 @@ def _prepare_cli(plan_dir):
 def test_full_validation_passes_on_good_data(prepared, tmp_path):
     p = _copy(prepared, tmp_path)
     (tmp_path / "data" / "PREPARED.json").unlink()
-    data.validate(p.data_dir, p.cfg())
+    data.validate(p.data_dir, typed_config(p))
     r = _prepare_cli(tmp_path)
     assert r.returncode == 0, r.stderr
     assert manifest.is_prepared(p)
@@ -80,7 +85,7 @@ def test_missing_feature_file(prepared, tmp_path):
     with pytest.raises(
         ConfigError, match=r"author/node_feat.npy: missing feature file for node type 'author'"
     ):
-        data.validate(p.data_dir, p.cfg())
+        data.validate(p.data_dir, typed_config(p))
     (tmp_path / "data" / "PREPARED.json").unlink()
     r = _prepare_cli(tmp_path)
     assert r.returncode == 2
@@ -94,11 +99,11 @@ def test_label_file_of_the_wrong_length(prepared, tmp_path):
     label = tmp_path / "data" / "tiny-synth" / "processed" / "paper" / "node_label_19.npy"
     np.save(label, np.zeros(1999, dtype=np.float32))
     with pytest.raises(ConfigError, match=r"label file of the wrong length: 1999 entries, expected 2000"):
-        data.validate(p.data_dir, p.cfg())
+        data.validate(p.data_dir, typed_config(p))
     # A headerless raw file (IGBH-Full style) of the wrong length reads the same way.
     label.write_bytes(np.zeros(1500, dtype=np.float32).tobytes())
     with pytest.raises(ConfigError, match=r"1500 entries, expected 2000"):
-        data.validate(p.data_dir, p.cfg())
+        data.validate(p.data_dir, typed_config(p))
 
 
 def test_edge_index_out_of_range(prepared, tmp_path):
@@ -112,7 +117,7 @@ def test_edge_index_out_of_range(prepared, tmp_path):
         match=r"edge index out of range: row 5 has author id 3000 in column 1, "
         r"but there are 3000 author nodes",
     ):
-        data.validate(p.data_dir, p.cfg())
+        data.validate(p.data_dir, typed_config(p))
 
 
 def test_training_run_on_missing_data_exits_2_with_one_line(prepared, tmp_path):
@@ -141,11 +146,11 @@ def test_headerless_full_style_files_are_memory_mapped_and_gathered(prepared, tm
     (base / "paper" / "node_feat.npy").write_bytes(feat.astype(np.float32).tobytes())
     labels = np.load(base / "paper" / "node_label_19.npy")
     (base / "paper" / "node_label_19.npy").write_bytes(labels.astype(np.float32).tobytes())
-    g = data.load(p.data_dir, p.cfg(), in_memory=False)
+    g = data.load(p.data_dir, typed_config(p), in_memory=False)
     assert isinstance(g.features["paper"], np.memmap) and isinstance(g.labels, np.memmap)
     ids = torch.tensor([1999, 3, 3, 700])
     assert torch.equal(data.gather(g.features["paper"], ids), torch.from_numpy(feat[[1999, 3, 3, 700]]))
     assert data.gather_labels(g.labels, ids).tolist() == labels[[1999, 3, 3, 700]].astype(int).tolist()
     (base / "paper" / "node_feat.npy").write_bytes(feat[:-1].astype(np.float32).tobytes())
     with pytest.raises(ConfigError, match=r"feature file has \d+ values, expected 2000 x 32"):
-        data.validate(p.data_dir, p.cfg(), check_ranges=False)
+        data.validate(p.data_dir, typed_config(p), check_ranges=False)

@@ -58,7 +58,7 @@ def test_gptmodel_checkpoint_round_trip_and_schedule_continuation():
     r = _py("""
         import os, torch, torch.distributed as dist
         from benchmarks.gpt3.config import Gpt3Config
-        from harness.layout import Layout
+        from harness.core.layout import Layout
         from reference_impls.gpt3 import model as gm, train
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(20000 + os.getpid() % 20000))
         dist.init_process_group("gloo", rank=0, world_size=1)

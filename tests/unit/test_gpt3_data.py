@@ -89,7 +89,7 @@ def test_manifest_is_torch_free_and_rejects_empty_or_stale_dirs(tmp_path):
 
 
 def test_full_size_names_what_is_missing_and_where_it_comes_from(tmp_path):
-    from harness.errors import ConfigError
+    from harness.core.errors import ConfigError
     from reference_impls.gpt3.prepare import check_full
 
     with pytest.raises(ConfigError) as e:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.runner import make_plans
+from benchmarks import typed_config
+from harness.run.execute import make_plans
 
 
 @pytest.mark.parametrize(
@@ -14,7 +15,7 @@ def test_full_size_transformer_config_matches_nvidia_layout(tmp_path, system, tp
     from reference_impls.gpt3 import model as gm
 
     plan = make_plans("gpt3", system, size="full", runs=1, seed=1, results_dir=tmp_path)[0]
-    t = gm.transformer_config(plan.cfg(), plan.layout, "cuda:0")
+    t = gm.transformer_config(typed_config(plan), plan.layout, "cuda:0")
     assert (t.num_layers, t.hidden_size, t.num_attention_heads, t.ffn_hidden_size) == (96, 12288, 96, 49152)
     assert (t.tensor_model_parallel_size, t.pipeline_model_parallel_size) == (tp, pp)
     assert t.virtual_pipeline_model_parallel_size == vp
@@ -25,12 +26,12 @@ def test_full_size_transformer_config_matches_nvidia_layout(tmp_path, system, tp
 
 
 def test_cpu_config_is_fp32_local_and_gpu_switches_are_refused(tmp_path):
-    from harness.errors import ConfigError
+    from harness.core.errors import ConfigError
     from reference_impls.gpt3 import model as gm
     from reference_impls.gpt3 import train
 
     plan = make_plans("gpt3", "cpu-local", size="tiny", runs=1, seed=1, results_dir=tmp_path)[0]
-    cfg = plan.cfg()
+    cfg = typed_config(plan)
     t = gm.transformer_config(cfg, plan.layout, "cpu")
     assert not t.bf16 and t.fp8 is None and not t.sequence_parallel and t.use_cpu_initialization
     train.check_switches(cfg, "cpu")

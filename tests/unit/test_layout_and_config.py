@@ -1,8 +1,9 @@
 import pytest
 
 import benchmarks
-from harness import config, layout
-from harness.errors import ConfigError
+from harness.core import layout
+from harness.core.errors import ConfigError
+from harness.resolve import config
 
 
 def resolve(system, size, sets=()):
@@ -37,12 +38,15 @@ def test_provenance_tracks_set_over_size():
     assert sources[-1].startswith("--set")
 
 
-@pytest.mark.parametrize("sets, match", [
-    (["opt_adam_beta_2=0.99"], "fixed at 0.95 by the closed-division rules"),
-    (["global_batch_sise=8"], "did you mean 'global_batch_size'"),
-    (["global_batch_size=lots"], "field 'global_batch_size'"),
-    (["no_equals_sign"], "expected key=value"),
-])
+@pytest.mark.parametrize(
+    "sets, match",
+    [
+        (["opt_adam_beta_2=0.99"], "fixed at 0.95 by the closed-division rules"),
+        (["global_batch_sise=8"], "did you mean 'global_batch_size'"),
+        (["global_batch_size=lots"], "field 'global_batch_size'"),
+        (["no_equals_sign"], "expected key=value"),
+    ],
+)
 def test_bad_overrides(sets, match):
     with pytest.raises(ConfigError, match=match):
         resolve("dgx-h100x64", "full", sets)
@@ -64,12 +68,15 @@ class _Cfg:
 ALL = ("tp", "pp", "vp", "cp")
 
 
-@pytest.mark.parametrize("cfg, match", [
-    (_Cfg(tp=3), "does not divide the world size 8"),
-    (_Cfg(tp=16), "does not divide"),
-    (_Cfg(gbs=12, mbs=1, tp=1), "not a multiple of DP 8"),
-    (_Cfg(vp=2), "needs pipeline parallelism"),
-])
+@pytest.mark.parametrize(
+    "cfg, match",
+    [
+        (_Cfg(tp=3), "does not divide the world size 8"),
+        (_Cfg(tp=16), "does not divide"),
+        (_Cfg(gbs=12, mbs=1, tp=1), "not a multiple of DP 8"),
+        (_Cfg(vp=2), "needs pipeline parallelism"),
+    ],
+)
 def test_layout_errors_name_the_numbers(cfg, match):
     with pytest.raises(ConfigError, match=match):
         layout.derive(cfg, 1, 8, 8, None, ALL)

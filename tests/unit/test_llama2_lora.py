@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from helpers import make_plan, run_entry
 
-from benchmarks import get
+from benchmarks import get, typed_config
 from benchmarks.llama2_70b_lora.config import Llama2LoraConfig
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = dict(
@@ -63,7 +63,7 @@ def test_cosine_schedule_and_warmup():
     ],
 )
 def test_full_size_plans_for_the_record_systems(system, dp, cp, gbs, lr, steps):
-    from harness.runner import resolve
+    from harness.run.execute import resolve
 
     r = resolve("llama2_70b_lora", system, runs=1, seed=1)
     p = r.plans[0]
@@ -75,7 +75,7 @@ def test_full_size_plans_for_the_record_systems(system, dp, cp, gbs, lr, steps):
         gbs,
         1,
     )
-    cfg = p.cfg()
+    cfg = typed_config(p)
     assert (cfg.opt_base_learning_rate, cfg.opt_learning_rate_training_steps) == (lr, steps)
     assert (cfg.lora_rank, cfg.lora_alpha, cfg.max_sequence_length, cfg.num_layers) == (16, 32, 8192, 80)
     assert cfg.fp8 and cfg.activation_checkpointing and cfg.precision == "bf16"
@@ -90,7 +90,7 @@ def test_fixed_hyperparameter_override_is_refused_in_one_line(mlperf):
 
 
 def test_tensor_parallelism_is_refused():
-    from harness.runner import resolve
+    from harness.run.execute import resolve
 
     with pytest.raises(ConfigError, match="tensor_model_parallel_size"):
         resolve("llama2_70b_lora", "dgx-h100x1", runs=1, seed=1, sets=("tensor_model_parallel_size=4",))

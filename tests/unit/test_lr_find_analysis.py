@@ -1,11 +1,11 @@
-"""harness/lr_find.py analysis: smoothing, the suggestion, the plot (no training)."""
+"""harness/run/lr_find.py analysis: smoothing, the suggestion, the plot (no training)."""
 
 from __future__ import annotations
 
 import math
 import random
 
-from harness import lr_find as lf
+from harness.run import lr_find as lf
 
 
 def _curve(seed=0, n=250):

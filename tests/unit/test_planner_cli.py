@@ -13,9 +13,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from harness import planner, systems
+from harness import planner
 from harness.commands.plan import plan as plan_cmd
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
+from harness.resolve import systems
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE_SYSTEMS = (
@@ -175,13 +176,11 @@ def test_plan_never_imports_torch_and_is_fast():
 def test_best_config_respects_what_the_harness_implementation_runs():
     """llama2_70b_lora runs DP + CP with FSDP here (no TP/PP): best_config must not ask for TP."""
     import benchmarks
-    from harness.layout import derive
+    from harness.core.layout import derive
 
     impl = planner.implementation("llama2_70b_lora")
     over = planner.best_config("llama2_70b_lora", "dgx-h100x8")
     for key in ("tensor_model_parallel_size", "pipeline_model_parallel_size"):
         assert "tp" in impl["supports"] or over[key] == 1
-    bench = benchmarks.get("llama2_70b_lora")
-    module, cls = bench.config_class.split(":")
-    cfg = getattr(__import__(module, fromlist=[cls]), cls)(**over)
+    cfg = benchmarks.config_class("llama2_70b_lora")(**over)
     derive(cfg, 8, 8, 8, cfg.num_layers, impl["supports"])

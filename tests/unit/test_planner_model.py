@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 from harness.planner import calibration as C
 from harness.planner import fitting as F
 from harness.planner import rcp, report

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import ConfigError
-from harness.results.compare import compare
-from harness.results.ingest import ingest, load
+from harness.core.errors import ConfigError
+from harness.review.results.compare import compare
+from harness.review.results.ingest import ingest, load
 
 V40 = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "mlperf_v4.0"
 if not V40.exists():
@@ -48,7 +48,7 @@ def test_compare_and_plot(tmp_path):
     assert v40["best_accelerator_minutes"] == pytest.approx(5.252158024691357 * 64)
     with pytest.raises(ConfigError):
         compare(both, "gpt3", accelerator="TPU")
-    from harness.results.plot import plot
+    from harness.review.results.plot import plot
 
     out = plot(both, "llama2_70b_lora", str(tmp_path / "p.png"))
     assert os.path.getsize(out) > 10_000

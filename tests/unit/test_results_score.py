@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.results.parse import read_run, time_to_train_min
-from harness.results.score import olympic_mean, score_result_dir, score_tree
+from harness.review.results.parse import read_run, time_to_train_min
+from harness.review.results.score import olympic_mean, score_result_dir, score_tree
 
 REPO = Path(__file__).resolve().parents[2]
 V40 = REPO.parent / "shared" / "fixtures" / "mlperf_v4.0"

@@ -1,4 +1,4 @@
-"""The sbatch renderer (harness/launch/sbatch.py) without a cluster.
+"""The sbatch renderer (harness/run/launch/sbatch.py) without a cluster.
 
 - `mlperf run gpt3 --system dgx-h100x1452 --dry-run` prints the script for 1452 nodes x 8 GPUs
   with the record layout; compared to tests/golden/gpt3_dgx-h100x1452.sbatch (paths normalised;
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import ConfigError
-from harness.launch import sbatch, topology
-from harness.launch.slurm import SlurmLauncher
+from harness.core.errors import ConfigError
+from harness.run.launch import sbatch, topology
+from harness.run.launch.slurm import SlurmLauncher
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden" / "gpt3_dgx-h100x1452.sbatch"
@@ -81,7 +81,7 @@ SLURM_PROCID=1 exec "$@"
 
 @pytest.fixture(scope="module")
 def cpu_plan(tmp_path_factory):
-    from harness import runner
+    from harness.run import execute as runner
 
     r = runner.resolve("gpt3", "cpu-slurm", runs=1, seed=1, results_dir=tmp_path_factory.mktemp("res"))
     return r.plans[0], r.system

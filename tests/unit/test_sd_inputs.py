@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from helpers import make_plan, run_entry
 
-from harness.errors import ConfigError
-from harness.runner import make_plans
+from benchmarks import typed_config
+from harness.core.errors import ConfigError
+from harness.run.execute import make_plans
 from reference_impls.stable_diffusion import data, manifest, metrics, prepare
 
 
@@ -37,16 +38,16 @@ def _npy(arr):
 def test_missing_latents_is_one_line_naming_the_folder(tmp_path, system, size):
     plan = _plan(tmp_path, system, size)
     with pytest.raises(ConfigError) as e:
-        data.check_first(plan.cfg(), plan.data_dir)
+        data.check_first(typed_config(plan), plan.data_dir)
     msg = str(e.value)
-    assert "\n" not in msg and "missing training latents" in msg and plan.cfg().train_shards in msg
+    assert "\n" not in msg and "missing training latents" in msg and typed_config(plan).train_shards in msg
     assert ("mlperf prepare" in msg) if size == "tiny" else ("laion400m-filtered-download-moments.sh" in msg)
     assert not manifest.is_prepared(plan)
 
 
 def test_wrong_latent_shape_is_one_line(tmp_path):
     plan = _plan(tmp_path, "dgx-h200x1", "full")
-    cfg = plan.cfg()
+    cfg = typed_config(plan)
     _write_shard(Path(plan.data_dir) / cfg.train_shards / "00000.tar", np.zeros((8, 32, 32), np.float16))
     with pytest.raises(ConfigError) as e:
         prepare.validate_full(plan)
@@ -56,7 +57,7 @@ def test_wrong_latent_shape_is_one_line(tmp_path):
 
 def test_full_size_missing_eval_weights_are_named(tmp_path):
     plan = _plan(tmp_path, "dgx-h200x1", "full")
-    cfg = plan.cfg()
+    cfg = typed_config(plan)
     root = Path(plan.data_dir)
     _write_shard(root / cfg.train_shards / "00000.tar", np.zeros((8, 64, 64), np.float16))
     (root / cfg.eval_captions).parent.mkdir(parents=True)
@@ -90,7 +91,7 @@ def test_missing_data_exits_2_with_one_error_line(tmp_path):
 )
 def test_record_configs_plan_nvidia_batch_and_lr(tmp_path, system, gbs, lr, ckpt_steps):
     plan = _plan(tmp_path, system, "full")
-    cfg = plan.cfg()
+    cfg = typed_config(plan)
     assert (cfg.global_batch_size, cfg.opt_base_learning_rate, cfg.checkpoint_interval_steps) == (
         gbs,
         lr,

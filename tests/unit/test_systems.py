@@ -4,10 +4,18 @@ import sys
 
 import pytest
 
-from harness import systems
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
+from harness.resolve import systems
 
-SHIPPED = ["cpu-local", "dgx-h100x1", "dgx-h100x8", "dgx-h100x64", "dgx-h100x1452", "dgx-h200x1", "gb200-nvl72"]
+SHIPPED = [
+    "cpu-local",
+    "dgx-h100x1",
+    "dgx-h100x8",
+    "dgx-h100x64",
+    "dgx-h100x1452",
+    "dgx-h200x1",
+    "gb200-nvl72",
+]
 
 
 def test_required_systems_ship():
@@ -30,8 +38,12 @@ def test_dgx_h100x64_is_512_gpus_and_1452_is_11616():
 def test_export_passes_official_system_description_checker(name, tmp_path):
     out = tmp_path / f"{name}.json"
     out.write_text(json.dumps(systems.load(name).export_official(), indent=4))
-    r = subprocess.run([sys.executable, "-m", "mlperf_logging.system_desc_checker", str(out), "training", "4.0.0"],
-                       capture_output=True, text=True, cwd=tmp_path)
+    r = subprocess.run(
+        [sys.executable, "-m", "mlperf_logging.system_desc_checker", str(out), "training", "4.0.0"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     text = r.stdout + r.stderr
     assert "System description checker passed" in text, text
 

@@ -1,0 +1,107 @@
+"""The parallel layout, derived and checked in ONE place.
+
+    world = nodes x accelerators_per_node
+    DP    = world / (TP x PP x CP)
+    GA    = GBS / (DP x MBS)                  (gradient accumulation = microbatches per step)
+
+E.g. gpt3 on 64 DGX H100 (NVIDIA v4.0): world 512, TP 4, PP 8, CP 1 -> DP 16; GBS 2304, MBS 2
+-> GA = 2304 / (16 x 2) = 72 microbatches per step; with VP 4 the 96 layers make 8 x 4 = 32
+chunks of 3 layers.
+"""
+
+from __future__ import annotations
+
+from harness.core.errors import ConfigError
+from harness.core.schema import Strict
+
+DEGREES = {
+    "tp": "tensor_model_parallel_size",
+    "pp": "pipeline_model_parallel_size",
+    "vp": "virtual_pipeline_model_parallel_size",
+    "cp": "context_parallel_size",
+}
+
+
+class Layout(Strict):
+    nodes: int
+    procs_per_node: int
+    world_size: int
+    tp: int
+    pp: int
+    vp: int
+    cp: int
+    dp: int
+    micro_batch_size: int
+    global_batch_size: int
+    grad_accum: int
+    """Microbatches per rank per optimizer step."""
+
+    def describe(self) -> str:
+        return (
+            f"{self.nodes} node(s) x {self.procs_per_node} = {self.world_size} ranks: "
+            f"TP {self.tp} x PP {self.pp} (VP {self.vp}) x CP {self.cp} x DP {self.dp}; "
+            f"GBS {self.global_batch_size} = DP {self.dp} x MBS {self.micro_batch_size} x GA {self.grad_accum}"
+        )
+
+
+def derive(
+    cfg,
+    nodes: int,
+    procs_per_node: int,
+    domain_size: int | None = None,
+    num_layers: int | None = None,
+    supports: tuple[str, ...] = (),
+) -> Layout:
+    """Check the degrees in `cfg` against the world and batch; raise ConfigError naming numbers."""
+    tp, pp = cfg.tensor_model_parallel_size, cfg.pipeline_model_parallel_size
+    vp, cp = cfg.virtual_pipeline_model_parallel_size, cfg.context_parallel_size
+    for short, value in (("tp", tp), ("pp", pp), ("vp", vp), ("cp", cp)):
+        if value > 1 and short not in supports:
+            raise ConfigError(
+                f"{DEGREES[short]}={value}: this benchmark supports data parallelism"
+                f"{' plus ' + '/'.join(s.upper() for s in supports) if supports else ' only'}"
+            )
+    world = nodes * procs_per_node
+    model_parallel = tp * pp * cp
+    if world % model_parallel:
+        raise ConfigError(
+            f"layout: TP {tp} x PP {pp} x CP {cp} = {model_parallel} does not divide the world size "
+            f"{world} ({nodes} node(s) x {procs_per_node}); choose degrees whose product divides {world}"
+        )
+    domain = domain_size or procs_per_node
+    if tp > domain:
+        raise ConfigError(
+            f"layout: TP {tp} exceeds the {domain} accelerators of one NVLink domain; "
+            f"tensor parallelism must stay within it"
+        )
+    if vp > 1 and pp == 1:
+        raise ConfigError(f"layout: VP {vp} needs pipeline parallelism (PP > 1)")
+    if num_layers is not None and num_layers % (pp * vp):
+        raise ConfigError(
+            f"layout: {num_layers} layers do not split into PP {pp} x VP {vp} = {pp * vp} equal chunks"
+        )
+    dp = world // model_parallel
+    gbs, mbs = cfg.global_batch_size, cfg.micro_batch_size
+    if gbs % (dp * mbs):
+        raise ConfigError(
+            f"layout: global_batch_size {gbs} is not a multiple of DP {dp} x micro_batch_size {mbs} "
+            f"= {dp * mbs}; pick GBS as a multiple of {dp * mbs}"
+        )
+    ga = gbs // (dp * mbs)
+    if pp > 1 and vp > 1 and ga % pp:
+        raise ConfigError(
+            f"layout: interleaved pipeline needs microbatches per step ({ga}) divisible by PP {pp}"
+        )
+    return Layout(
+        nodes=nodes,
+        procs_per_node=procs_per_node,
+        world_size=world,
+        tp=tp,
+        pp=pp,
+        vp=vp,
+        cp=cp,
+        dp=dp,
+        micro_batch_size=mbs,
+        global_batch_size=gbs,
+        grad_accum=ga,
+    )

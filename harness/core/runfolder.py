@@ -1,0 +1,82 @@
+"""The files of one run folder, `results/runs/<benchmark>/<system>/<run id>/`, and how to read them.
+
+    plan.json          the RunPlan every rank was started with
+    mlperf.log         the MLPerf log (rank 0), claimed as result_<i>.txt when the run ends
+    timings.jsonl      one JSON line per optimizer step (rank 0), schema TIMINGS_COLUMNS
+    checkpoints/       step_<N>/ folders (checkpoint_manifest.py)
+    resume.json        one record per `mlperf run --resume` (newest last)
+    stdout.log, stderr.log, prepare.log   the processes' output
+
+The run folder sits outside the `<org>` submission folder, so the official package checker never
+sees it. Torch-free: the CLI (resume, diagnose, plan --calibrate) and the ranks both read it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+PLAN_FILE = "plan.json"
+LOG_FILE = "mlperf.log"
+TIMINGS_FILE = "timings.jsonl"
+CHECKPOINT_DIR = "checkpoints"
+RESUME_FILE = "resume.json"
+OUTPUT_FILES = ("stdout.log", "stderr.log", "prepare.log")
+
+# timings.jsonl: one row per optimizer step, written by every benchmark's loop on rank 0.
+TIMINGS_COLUMNS = {
+    "step": "optimizer steps completed in this run (1-based; a resumed run repeats the steps after its checkpoint)",
+    "step_time_s": "wall time of the step, data loading included",
+    "data_wait_s": "part of step_time_s spent waiting for the step's batch",
+    "samples": "samples (sequences, graph nodes, images) the step consumed over all ranks",
+    "samples_per_s": "samples / step_time_s",
+    "loss": "training loss of the step where it was read anyway (at evaluations), else null",
+    "max_rss_mb": "peak resident memory of rank 0's process so far",
+}
+
+
+def results_root(run_dir: str | Path) -> Path:
+    """results/runs/<benchmark>/<system>/<id> -> results"""
+    return Path(run_dir).resolve().parents[3]
+
+
+def checkpoint_root(run_dir: str | Path) -> Path:
+    return Path(run_dir) / CHECKPOINT_DIR
+
+
+def read_timings(path: str | Path) -> list[dict]:
+    """The rows of a timings.jsonl, one per step (for a step logged twice, by an interrupted
+    attempt and its resume, the last row counts); torn or foreign lines are skipped."""
+    rows = []
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return rows
+    for line in text.splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a torn last line of a killed run
+        if isinstance(row, dict) and isinstance(row.get("step_time_s"), (int, float)):
+            rows.append(row)
+    by_step: dict = {}
+    for r in rows:
+        by_step[r.get("step", len(by_step))] = r
+    return [by_step[k] for k in sorted(by_step, key=lambda s: (s is None, s))]
+
+
+def resume_history(run_dir: str | Path) -> list[dict]:
+    """The resume records of a run folder, oldest first ([] when it was never resumed)."""
+    p = Path(run_dir) / RESUME_FILE
+    if not p.exists():
+        return []
+    try:
+        return json.loads(p.read_text())["resumes"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
+def resume_marker(run_dir: str | Path) -> dict:
+    """The newest resume record (what the resumed process logs as `harness_resumed`)."""
+    h = resume_history(run_dir)
+    return h[-1] if h else {"checkpoint_step": None}

@@ -1,0 +1,65 @@
+"""`RunPlan`: the only thing that crosses from the harness into a training process.
+
+The harness resolves (benchmark, system, size, overrides) into a frozen RunPlan, writes it as
+`plan.json` into the run folder, and every rank runs `python -m <spec.module> --plan plan.json`
+(harness/core/spec.py). The training code never parses CLI flags of its own and never reads system
+YAML; the plan's `task` says what the process does (train, prepare data, or an LR sweep).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from harness.core.files import atomic_write
+from harness.core.layout import Layout
+from harness.core.schema import Strict
+
+
+class Submission(Strict):
+    org: str
+    division: Literal["closed", "open"]
+    status: str
+    """Logged `submission_status` (onprem/cloud/research/preview)."""
+    platform: str
+    """Logged `submission_platform`, '<nodes>x<platform>'."""
+    system: str
+    """System id (results folder name)."""
+
+
+class RunPlan(Strict):
+    schema_version: int = 1
+    benchmark: str
+    size: Literal["tiny", "full"]
+    ruleset: str
+    submission: Submission
+    task: Literal["train", "prepare", "lr_find"] = "train"
+    """What the process started with this plan does (harness/train/entry.py dispatches on it)."""
+    config: dict[str, Any]
+    """Resolved benchmark config (typed: `benchmarks.typed_config(plan)`; in a rank: `rt.cfg`)."""
+    provenance: dict[str, str]
+    """Where each config value came from: default, size preset, system config, --set, derived."""
+    layout: Layout
+    target: dict[str, float]
+    """Quality target per metric for this size."""
+    seed: int
+    run_index: int
+    """0-based index of this run within the `mlperf run` invocation."""
+    data_dir: str
+    run_dir: str
+    """Artifacts of this run (plan.json, stdout, timings); not part of the submission tree."""
+    log_path: str
+    """Where rank 0 writes the MLPerf log while the run is in progress."""
+    device: Literal["cpu", "cuda"]
+    threads_per_process: int
+    cache_cleared: bool = False
+    """Whether caches were really dropped before this run (logged `cache_clear`)."""
+    resume_from: str | None = None
+
+    def save(self, path: Path) -> None:
+        atomic_write(path, self.model_dump_json(indent=2))
+
+    @classmethod
+    def load(cls, path: Path) -> RunPlan:
+        return cls.model_validate(json.loads(Path(path).read_text()))

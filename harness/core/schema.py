@@ -1,0 +1,70 @@
+"""Shared pydantic base and YAML loading with one-line, file-and-field error messages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from harness.core.errors import ConfigError, suggest
+
+
+class Strict(BaseModel):
+    """Unknown keys are refused; models are immutable once validated."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+def load_yaml(path: Path) -> dict[str, Any]:
+    """Read a YAML mapping, turning syntax errors into a ConfigError naming file and line."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {e.start}); YAML files must be UTF-8 (a binary or "
+            f"mis-encoded file?)"
+        ) from None
+    if "\0" in text:
+        raise ConfigError(f"{path}: contains NUL bytes; not a YAML text file")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{path}:{where}: malformed YAML: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of key: value at the top level")
+    return data
+
+
+def validation_message(err: ValidationError, model: type[BaseModel], source: str) -> str:
+    """First pydantic error as `source: field 'x': problem`, with the closest valid key."""
+    # An unknown key usually explains a "missing" one (a typo), so report it first.
+    errs = sorted(err.errors(), key=lambda x: x["type"] != "extra_forbidden")
+    e = errs[0]
+    loc = ".".join(str(p) for p in e["loc"])
+    if e["type"] == "extra_forbidden":
+        sub = model
+        for part in e["loc"][:-1]:  # walk nested models to suggest from the right level
+            field = sub.model_fields.get(str(part)) if isinstance(sub, type) else None
+            ann = getattr(field, "annotation", None)
+            sub = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+            if sub is None:
+                break
+        keys = list(sub.model_fields) if sub is not None else []
+        return f"{source}: unknown key '{loc}'{suggest(str(e['loc'][-1]), keys)}"
+    return f"{source}: field '{loc}': {e['msg']}"
+
+
+def validate(model: type[BaseModel], data: dict[str, Any], source: str):
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(validation_message(err, model, source)) from None

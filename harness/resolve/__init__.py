@@ -1,0 +1,1 @@
+"""The resolve layer: systems, configs and layouts -> RunPlans, plus the benchmark specs (pure)."""

@@ -1,0 +1,122 @@
+"""Resolve a benchmark's config for (size, system, --set) and remember where each value came from.
+
+Precedence, lowest first:
+  1. default      the field defaults in benchmarks/<name>/config.py (the reference, full size)
+  2. size         benchmarks/<name>/configs/tiny.yaml when --size tiny
+  3. system       benchmarks/<name>/configs/<system>.yaml when its `size:` matches, else (full
+                  size) the planner's best layout for the system
+  4. --set        key=value from the command line (YAML scalars)
+Values the config computes itself (e.g. gpt3 warmup steps from the batch size) are 'derived'.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+import benchmarks
+from benchmarks.base import BenchmarkConfig, BenchmarkDef
+from harness.core.errors import ConfigError, suggest
+from harness.core.schema import load_yaml, validate
+
+CONFIG_FILE_KEYS = {"size", "config"}
+
+
+def config_class(defn: BenchmarkDef) -> type[BenchmarkConfig]:
+    return benchmarks.config_class(defn.name)
+
+
+def parse_sets(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise ConfigError(f"--set {pair!r}: expected key=value")
+        k, v = pair.split("=", 1)
+        try:
+            out[k.strip()] = yaml.safe_load(v) if v.strip() else ""
+        except yaml.YAMLError:
+            out[k.strip()] = v
+    return out
+
+
+def _config_file(path: Path, size: str) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    data = load_yaml(path)
+    unknown = set(data) - CONFIG_FILE_KEYS
+    if unknown:
+        k = sorted(unknown)[0]
+        raise ConfigError(
+            f"{path}: unknown top-level key '{k}'{suggest(k, CONFIG_FILE_KEYS)}; settings go under 'config:'"
+        )
+    if data.get("size", "full") != size:
+        return None
+    cfg = data.get("config") or {}
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"{path}: 'config' must be a mapping of key: value")
+    return cfg
+
+
+def resolve(
+    defn: BenchmarkDef, size: str, system_name: str, division: str, overrides: dict[str, Any], fallback=None
+) -> tuple[BenchmarkConfig, dict[str, str], list[str]]:
+    """(config, provenance, sources) for one benchmark; raises ConfigError on any bad key/value."""
+    cls = config_class(defn)
+    fields = set(cls.model_fields)
+    layers: list[tuple[str, dict[str, Any]]] = []
+    files: list[str] = []
+    folder = benchmarks.folder(defn.name) / "configs"
+    if size == "tiny":
+        tiny = _config_file(folder / "tiny.yaml", "tiny")
+        if tiny is None:
+            raise ConfigError(f"{defn.name} has no tiny size ({_rel(folder / 'tiny.yaml')} is missing)")
+        layers.append(("size:tiny", tiny))
+        files.append(_rel(folder / "tiny.yaml"))
+    sys_file = folder / f"{system_name}.yaml"
+    tuned = _config_file(sys_file, size)
+    if tuned is not None:
+        layers.append((f"system:{system_name}", tuned))
+        files.append(_rel(sys_file))
+    elif size == "full" and fallback is not None:
+        # No config tuned for this system: the planner's best layout (`mlperf plan`) fills the gap.
+        layers.append(("planner", fallback(overrides)))
+        files.append(f"`mlperf plan {defn.name} --system {system_name}`")
+
+    # --set: unknown keys and fixed closed-division hyperparameters are refused up front.
+    for k, v in overrides.items():
+        if k not in fields:
+            raise ConfigError(
+                f"--set {k}: unknown key for {defn.name}{suggest(k, fields)}; "
+                f"see `mlperf run {defn.name} --dry-run` for all keys"
+            )
+        if k in defn.fixed and (division == "closed" or size == "tiny") and v != defn.fixed[k]:
+            raise ConfigError(
+                f"--set {k}={v}: '{k}' is fixed at {defn.fixed[k]} by the closed-division rules of "
+                f"{defn.name} (ruleset {defn.ruleset}); only an open-division full-size run may change it"
+            )
+    if overrides:
+        layers.append(("--set", overrides))
+
+    merged: dict[str, Any] = {}
+    provenance: dict[str, str] = {}
+    for source, values in layers:
+        for k, v in values.items():
+            if k not in fields:
+                raise ConfigError(f"{source}: unknown key '{k}'{suggest(k, fields)}")
+            merged[k] = v
+            provenance[k] = source
+    cfg = validate(cls, merged, f"{defn.name} config")
+    for k in fields:
+        if k not in provenance:
+            default = cls.model_fields[k].default
+            provenance[k] = "default" if getattr(cfg, k) == default else "derived"
+    return cfg, provenance, [f"{s} ({f})" for (s, _), f in zip(layers, files + ["command line"])]
+
+
+def _rel(p: Path) -> str:
+    try:
+        return str(p.relative_to(benchmarks.ROOT.parent))
+    except ValueError:
+        return str(p)

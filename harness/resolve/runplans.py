@@ -1,0 +1,158 @@
+"""(benchmark, system, size, --set) -> one RunPlan per run, validated; nothing is started or written.
+
+    r = resolve_runs("gpt3", "cpu-local", runs=3)     # Resolved: plans + system + provenance
+    harness/run/execute.py writes r.plans into their run folders and launches them
+
+Pure: reads benchmarks/ and systems/ YAML only. A full-size system without a tuned config needs a
+`fallback` that proposes one (the run layer passes the planner's best layout).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import benchmarks
+from harness.core import layout as layout_mod
+from harness.core.errors import ConfigError, suggest
+from harness.core.runplan import RunPlan, Submission
+from harness.resolve import config as config_mod
+from harness.resolve import systems
+
+DEFAULT_DATA_ROOT = Path(
+    os.environ.get("MLPERF_DATA_DIR", Path.home() / ".cache" / "mlperf-harness" / "data")
+)
+LAUNCHERS = ("local", "torchrun", "slurm")
+"""Launcher kinds (harness/run/launch/): one process, torchrun on one node, Slurm."""
+
+# fallback(benchmark name, system spec, global batch size or None) -> config values for the system
+Fallback = Callable[[str, "systems.SystemSpec", "int | None"], dict]
+
+
+@dataclass
+class Resolved:
+    """Everything --dry-run shows: the plans plus the system and where values came from."""
+
+    plans: list[RunPlan]
+    system: systems.SystemSpec
+    definition: benchmarks.BenchmarkDef
+    sources: list[str]
+    launcher: str
+    notes: list[str] = field(default_factory=list)
+
+
+def default_size(system: systems.SystemSpec) -> str:
+    return "tiny" if system.accelerator.kind == "cpu" else "full"
+
+
+def choose_launcher(kind: str | None, system, world_size: int) -> str:
+    """The launcher: --launcher, else the system's; a one-process launcher can't run N ranks."""
+    k = kind or system.launcher.kind
+    if k not in LAUNCHERS:
+        raise ConfigError(
+            f"--launcher {k}: unknown launcher{suggest(k, LAUNCHERS)}; choose one of {', '.join(LAUNCHERS)}"
+        )
+    if k == "local" and world_size > 1:
+        k = "torchrun"  # N ranks on one host: torchrun is the standard rendezvous
+    if k == "torchrun" and system.nodes > 1:
+        raise ConfigError(
+            f"system '{system.name}' has {system.nodes} nodes: torchrun alone launches one node; "
+            f"use --launcher slurm"
+        )
+    return k
+
+
+def resolve_runs(
+    benchmark: str,
+    system: str,
+    size: str | None = None,
+    runs: int | None = None,
+    seed: int | None = None,
+    results_dir: str | Path = "results",
+    sets=(),
+    nproc_per_node: int | None = None,
+    data_dir: str | Path | None = None,
+    launcher: str | None = None,
+    fallback: Fallback | None = None,
+) -> Resolved:
+    defn = benchmarks.get(benchmark)
+    spec = systems.load(system)
+    if nproc_per_node is not None:
+        spec = spec.with_overrides(accelerators_per_node=nproc_per_node)
+    size = size or default_size(spec)
+    if size not in defn.sizes:
+        raise ConfigError(f"{defn.name} has no '{size}' size (sizes: {', '.join(defn.sizes)})")
+    overrides = config_mod.parse_sets(sets)
+    notes: list[str] = []
+
+    def proposed(sets: dict) -> dict:
+        if fallback is None:
+            raise ConfigError(
+                f"no tuned config for {defn.name} on {spec.name} "
+                f"(benchmarks/{defn.name}/configs/{spec.name}.yaml) and no planner to propose one"
+            )
+        notes.append(
+            f"no tuned config for {spec.name}: using the best layout of "
+            f"`mlperf plan {defn.name} --system {spec.name}`"
+        )
+        return fallback(defn.name, spec, sets.get("global_batch_size"))
+
+    cfg, provenance, sources = config_mod.resolve(defn, size, spec.name, spec.division, overrides, proposed)
+    cls = type(cfg)
+    if spec.accelerator.kind == "cpu":
+        for key in cls.GPU_ONLY:
+            if getattr(cfg, key):
+                raise ConfigError(
+                    f"{key}=true needs a GPU, but system '{spec.name}' has CPU accelerators "
+                    f"({provenance[key]}); use a GPU system or --set {key}=false"
+                )
+    lay = layout_mod.derive(
+        cfg,
+        spec.nodes,
+        spec.accelerators_per_node,
+        spec.domain_size,
+        num_layers=getattr(cfg, "num_layers", None),
+        supports=cls.SUPPORTS,
+    )
+    n = runs if runs is not None else defn.runs_per_result
+    if n < 1:
+        raise ConfigError(f"--runs {n}: need at least one run")
+    base_seed = seed if seed is not None else secrets.randbelow(2**31 - n)
+    data = Path(data_dir) if data_dir else DEFAULT_DATA_ROOT / defn.name / size
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    runs_root = Path(results_dir).resolve() / "runs" / defn.name / spec.name
+    sub = Submission(
+        org=spec.submitter,
+        division=spec.division,
+        status=spec.log_status,
+        platform=spec.submission_platform,
+        system=spec.name,
+    )
+    plans = []
+    for i in range(n):
+        run_dir = runs_root / f"{stamp}-{os.getpid()}-{i}"
+        plans.append(
+            RunPlan(
+                benchmark=defn.name,
+                size=size,
+                ruleset=defn.ruleset,
+                submission=sub,
+                config=cfg.model_dump(),
+                provenance=provenance,
+                layout=lay,
+                target={q.metric: q.target(size) for q in defn.quality},
+                seed=base_seed + i,
+                run_index=i,
+                data_dir=str(data.resolve()),
+                run_dir=str(run_dir),
+                log_path=str(run_dir / "mlperf.log"),
+                device="cpu" if spec.accelerator.kind == "cpu" else "cuda",
+                threads_per_process=spec.threads(),
+            )
+        )
+    kind = choose_launcher(launcher, spec, lay.world_size)
+    return Resolved(plans, spec, defn, sources, kind, notes)

@@ -1,0 +1,335 @@
+"""`mlperf check`: the official MLPerf checkers over a log, a folder of logs or a submission tree.
+
+What runs (mlperf-logging 4.1.68, in-process, never re-encoding a rule):
+- every log: the compliance checker (`mlp_compliance`), with the official rules of `--ruleset`
+  (default 4.0.0) or, for our tiny logs (`harness_size: tiny`), `benchmarks/tiny_common.yaml`
+  (which chains `benchmarks/<name>/tiny_rules.yaml`);
+- a submission tree (`<org>/systems/*.json` + `<org>/results/<system>/<benchmark>/`): see
+  `tree.py` (package, system-description, seed and RCP checkers).
+
+Surviving what crashes the official tools: the checker runs inside try/except per file with the
+module global `enqueued_configs` reset first, its logging/stdout/warnings captured; a pre-scan of
+each log (harness.review.results.parse) locates lines the official parser cannot take: a missing
+`metadata`/`time_ms`/`key`/`value` (uncaught KeyError there), a non-object JSON line (TypeError),
+and MLLOG lines over 32 KB (its `re.sub('.*:::MLLOG ', ...)` is quadratic in the line length:
+a 10 MB line would take hours), unreadable files (symlink loops, directories, permissions).
+Every finding is one line: file, line, what the checker said, and a plain-English fix. The full
+checker text is kept in `--json` (`detail`), so nothing the official tools say is hidden.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import stat
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+
+from harness.core.errors import ConfigError
+from harness.core.mllog_reader import TOKEN
+from harness.review.check import messages
+from harness.review.check.messages import Finding, Scan
+
+SCHEMA_VERSION = 1
+DEFAULT_RULESET = "4.0.0"
+LOG_SUFFIXES = (".txt", ".log")
+
+
+@dataclass
+class LogResult:
+    path: str
+    rules: str  # rule file the checker started from
+    passed: bool
+    crashed: bool = False
+    tiny: bool = False
+    benchmark: str | None = None
+    division: str | None = None
+    seconds: float = 0.0
+    findings: list[Finding] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------------
+# running the official compliance checker in-process
+
+
+@contextlib.contextmanager
+def captured_official_output():
+    """Capture what the official tools log, print and warn; yields (records, stdout, warnings)."""
+    records: list[tuple[str, str]] = []
+
+    class _Handler(logging.Handler):
+        def emit(self, record):
+            try:
+                records.append((record.levelname, record.getMessage()))
+            except Exception:  # noqa: BLE001 - a bad format string must not kill the check
+                records.append((record.levelname, str(record.msg)))
+
+    root = logging.getLogger()
+    handler = _Handler(level=logging.INFO)
+    old_level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always")
+            yield records, out, warned
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old_level)
+
+
+def tiny_rules_path() -> str:
+    from benchmarks import TINY_RULES
+
+    return str(TINY_RULES)
+
+
+def rules_for(scan: Scan, ruleset: str) -> tuple[str, bool]:
+    tiny = scan.first_value.get("harness_size") == "tiny"
+    return (tiny_rules_path() if tiny else f"training_{ruleset}/common.yaml"), tiny
+
+
+def _harness_error(res: LogResult, message: str, fix: str, line: int | None = None) -> None:
+    """A finding the harness itself makes (the official checker never saw the file or line)."""
+    res.findings.append(Finding(res.path, line, "harness", "error", message, fix))
+
+
+def check_log(
+    path: str | os.PathLike, ruleset: str = DEFAULT_RULESET, display: str | None = None
+) -> LogResult:
+    """Run the official compliance checker on one log. Never raises for the file's contents."""
+    path = os.fspath(path)
+    display = display or path
+    t0 = time.perf_counter()
+    if is_special(path):
+        res = LogResult(path=display, rules="", passed=False)
+        _harness_error(res, "not a regular file (a FIFO, socket or device)", "replace it with the log file")
+        return _done(res, t0)
+    scan = messages.scan(path)
+    config, tiny = rules_for(scan, ruleset)
+    res = LogResult(path=display, rules=config, passed=False, tiny=tiny)
+    res.benchmark = scan.first_value.get("submission_benchmark")
+    res.division = scan.first_value.get("submission_division")
+    if scan.error:
+        _harness_error(
+            res,
+            f"cannot read the file: {scan.error}",
+            "point at a readable log file (a broken or looping symlink, a directory or a permission problem)",
+        )
+        return _done(res, t0)
+    if scan.too_long:
+        for n, length in scan.too_long[:3]:
+            _harness_error(
+                res,
+                f"MLLOG line of {length:,} characters: not passed to the official checker, whose parser "
+                "takes time quadratic in the line length (hours for megabytes)",
+                "MLPerf lines are a few hundred bytes: remove the line or the junk that was written into it",
+                line=n,
+            )
+        res.crashed = True
+        return _done(res, t0)
+    fatal = [(n, why) for n, why, is_fatal in scan.bad if is_fatal]
+    if tiny and isinstance(res.benchmark, str) and res.benchmark.isidentifier():
+        chained = os.path.join(os.path.dirname(config), res.benchmark, "tiny_rules.yaml")
+        if not os.path.isfile(chained):  # the checker would crash opening it
+            _harness_error(
+                res,
+                f"tiny log, but there are no tiny rules for '{res.benchmark}' ({chained} is missing)",
+                f"add benchmarks/{res.benchmark}/tiny_rules.yaml (the closed 4.0.0 rules with the "
+                "size-dependent numbers changed), or check a full-size log",
+            )
+            return _done(res, t0)
+
+    from mlperf_logging.compliance_checker import mlp_compliance
+
+    mlp_compliance.enqueued_configs.clear()  # leftovers from a previous file (or a crash) chain on
+    checker = mlp_compliance.make_checker("training", ruleset, False, False)
+    crash = None
+    with captured_official_output() as (records, out, _warned):
+        try:
+            valid = checker.check_file(path, config)
+        except Exception as e:  # noqa: BLE001 - the official checker's crashes become findings
+            valid, crash = False, e
+    mlp_compliance.enqueued_configs.clear()
+    raw = "\n".join(f"{lvl} - {msg}" for lvl, msg in records) + out.getvalue()
+    res.passed = bool(valid) and crash is None
+
+    for msg in checker.warnings.values():
+        res.findings.append(messages.explain(msg, "warning", scan, display))
+    errors = list(checker.overwritable.values()) + list(checker.not_overwritable)
+    for msg in errors:
+        if msg.strip() == "Log lines had parsing errors.":
+            for n, why, _f in scan.bad:
+                if not _f:
+                    res.findings.append(
+                        Finding(
+                            display,
+                            n,
+                            "compliance",
+                            "error",
+                            f"Log lines had parsing errors: {why}",
+                            "the JSON after ':::MLLOG ' is broken (a truncated or interleaved write?): repair or "
+                            "delete the line",
+                            detail=msg,
+                        )
+                    )
+            if not any(not f for _n, _w, f in scan.bad):
+                res.findings.append(
+                    Finding(
+                        display,
+                        None,
+                        "compliance",
+                        "error",
+                        msg.strip(),
+                        "repair the lines the checker could not parse",
+                        detail=raw,
+                    )
+                )
+            continue
+        res.findings.append(messages.explain(msg, "error", scan, display))
+    if not scan.file_line and crash is None:
+        # nothing to check: one finding instead of one per missing key (all kept in `detail`)
+        res.findings = [
+            Finding(
+                display,
+                None,
+                "compliance",
+                "error",
+                f"No log lines detected ({len(res.findings) - 1} required keys missing as a result)",
+                "the file has no ':::MLLOG ' lines: it is empty, truncated or not an MLPerf log",
+                detail="\n".join(f.detail for f in res.findings),
+            )
+        ]
+    if crash is not None:
+        res.crashed = True
+        res.findings.append(messages.explain_crash(crash, fatal, scan, display, raw))
+    elif not res.passed and not errors:
+        res.findings.append(
+            Finding(
+                display,
+                None,
+                "compliance",
+                "error",
+                "FAILED (no message)",
+                "read the checker's output in --json 'detail'",
+                detail=raw,
+            )
+        )
+    return _done(res, t0)
+
+
+def _done(res: LogResult, t0: float) -> LogResult:
+    res.seconds = round(time.perf_counter() - t0, 4)
+    if any(f.severity == "error" for f in res.findings):
+        res.passed = False
+    return res
+
+
+# ------------------------------------------------------------------------------------------
+# paths -> report
+
+
+@dataclass
+class Report:
+    path: str
+    ruleset: str
+    kind: str  # log | logs | tree
+    logs: list[LogResult] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)  # tree-level (package, systems, rcp, ...)
+    tools: list[dict] = field(default_factory=list)  # what ran: {"tool", "target", "passed", ...}
+    skipped: list[str] = field(default_factory=list)  # files in a folder without MLLOG lines
+    seconds: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed for r in self.logs) and not any(f.severity == "error" for f in self.findings)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.passed else 4
+
+    def all_findings(self) -> list[Finding]:
+        return [f for r in self.logs for f in r.findings] + self.findings
+
+    def to_json(self) -> dict:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "path": self.path,
+            "ruleset": self.ruleset,
+            "kind": self.kind,
+            "passed": self.passed,
+            "exit_code": self.exit_code,
+            "seconds": round(self.seconds, 3),
+            "logs": [asdict(r) for r in self.logs],
+            "findings": [asdict(f) for f in self.findings],
+            "tools": self.tools,
+            "skipped": self.skipped,
+            "counts": {
+                "logs": len(self.logs),
+                "logs_failed": sum(not r.passed for r in self.logs),
+                "errors": sum(f.severity == "error" for f in self.all_findings()),
+                "warnings": sum(f.severity == "warning" for f in self.all_findings()),
+            },
+        }
+
+
+def log_files(folder: str) -> list[str]:
+    """Log files under a folder: *.txt / *.log, recursively, not following symlinked folders."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for fn in sorted(filenames):
+            p = os.path.join(dirpath, fn)
+            if fn.endswith(LOG_SUFFIXES) and not fn.startswith(".") and not is_special(p):
+                out.append(p)
+    return out
+
+
+def is_special(path: str) -> bool:
+    """A FIFO, socket or device (opening it could block forever); broken/looping links are not
+    special: reading them fails, which is reported."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def has_mllog(path: str) -> bool:
+    """Whether the file contains ':::MLLOG ' anywhere (read in chunks; unreadable -> True, so the
+    check reports why it cannot be read)."""
+    tail = b""
+    token = TOKEN.encode()
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                if token in tail + chunk:
+                    return True
+                tail = chunk[-len(token) :]
+    except OSError:
+        return True
+    return False
+
+
+def display_path(p: str, base: str) -> str:
+    try:
+        r = os.path.relpath(p, base)
+        return p if r.startswith("..") else r
+    except ValueError:
+        return p
+
+
+def validate_ruleset(ruleset: str) -> str:
+    from mlperf_logging.compliance_checker.mlp_compliance import rule_choices
+
+    choices = sorted(rule_choices())
+    if ruleset not in choices:
+        from harness.core.errors import suggest
+
+        raise ConfigError(
+            f"unknown ruleset '{ruleset}'{suggest(ruleset, choices)}; known: {', '.join(choices)}"
+        )
+    return ruleset

@@ -1,0 +1,487 @@
+"""Submission-tree checks for `mlperf check`: package, system-description, seed and RCP checkers.
+
+A tree is any folder holding `<org>/results/<system>/<benchmark>/result_*.txt` (a benchmark result
+folder, a system folder, a submitter folder or a whole round with many submitters).
+
+How the official package checker is run (mlperf-logging 4.1.68, in-process):
+- on a *mirror* per result folder in a temp dir (folders real, files symlinked, `scaling.json`
+  copied), because its RCP step rewrites or deletes `scaling.json` in place, and because one
+  crash (missing systems JSON, a log line it cannot parse) would otherwise abort every folder
+  after it. The mirror holds `<org>/systems/<system>.json`, the system-level
+  `package_checker_params` and `<org>/benchmarks` (for the seed checker);
+- `package_checker.check_training_result_files` runs unchanged (file counts, per-file
+  compliance with the one-failure olympic allowance, power logs, seed checker for closed,
+  RCP checker with `set_scaling=True` for closed). Only its per-file compliance call
+  (`mlp_compliance.main`) is routed through `harness.review.check.log.check_log`, which runs the same
+  official checker but with `benchmarks/tiny_common.yaml` for our tiny logs (`harness_size:
+  tiny`) and survives the logs that crash it. Our tiny results are `division: open`
+  (cpu-local), so the seed and RCP checks do not apply to them, exactly as for any open result;
+- the system-description checker runs on every `systems/<system>.json` in scope.
+Pre-checks report what would crash or hang the official tools (missing or unreadable systems
+JSON, MLLOG lines too long for its parser) and keep those parts out of the package checker;
+their logs still get the compliance check.
+A `scaling.json` that differs from what the RCP checker computes is reported (warning).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import tempfile
+import time
+
+from harness.core.mllog_reader import TOKEN
+from harness.core.tree import find_result_dirs, load_system, read_scaling
+from harness.review.check.log import (
+    LogResult,
+    Report,
+    captured_official_output,
+    check_log,
+    display_path,
+    is_special,
+    log_files,
+)
+from harness.review.check.messages import MAX_LINE, Finding
+
+USAGE = "training"
+
+
+def find_orgs(path: str) -> dict[str, list[str]]:
+    """{org folder: [result folders in scope]} for result folders laid out as
+    <org>/results/<system>/<benchmark>/; empty when `path` is just a folder of logs."""
+    groups: dict[str, list[str]] = {}
+    for d in find_result_dirs(path):
+        results = os.path.dirname(os.path.dirname(d))
+        if os.path.basename(results) == "results":
+            groups.setdefault(os.path.dirname(results), []).append(d)
+    return groups
+
+
+def _has_long_line(path: str) -> int | None:
+    try:
+        with open(path, encoding="latin-1") as f:
+            for n, line in enumerate(f, 1):
+                if len(line) > MAX_LINE and TOKEN in line:
+                    return n
+    except OSError:
+        return None
+    return None
+
+
+def _load_system(org: str, system: str) -> tuple[dict | None, str | None]:
+    desc, problem = load_system(org, system)
+    if desc is not None and "division" not in desc:
+        return None, f"systems/{system}.json has no 'division' field"
+    return desc, problem
+
+
+# ------------------------------------------------------------------------------------------
+# system descriptions
+
+_STATUS_FIX = (
+    "set \"status\" to one of 'Available on-premise', 'Available cloud', 'Research, Development, or "
+    "Internal (RDI)', 'Preview' (v4.0 results were published with 'onprem'/'cloud', which rulesets >= 4.0.0 "
+    "of the current checker reject)"
+)
+
+
+def check_system_json(path: str, ruleset: str, display: str) -> tuple[bool, list[Finding]]:
+    from mlperf_logging.system_desc_checker import system_desc_checker
+
+    findings: list[Finding] = []
+    with captured_official_output() as (records, _out, _w):
+        try:
+            valid = system_desc_checker.check_system_desc(path, USAGE, ruleset)[0]
+        except Exception as e:  # noqa: BLE001 - its crashes become findings
+            valid = False
+            fix = 'every value must be a string ("8", not 8); the file must be a JSON object'
+            if isinstance(e, ValueError):
+                fix = "the file is not valid JSON: repair it or re-create it with `mlperf systems export`"
+            findings.append(
+                Finding(
+                    display,
+                    None,
+                    "system-desc",
+                    "error",
+                    f"the system-description checker crashed ({type(e).__name__}: {e})",
+                    fix,
+                )
+            )
+    for lvl, msg in records:
+        if lvl != "ERROR":
+            continue
+        m = re.search(r"failed for (.*?) : (\[.*\])\s*$", msg, re.S)
+        reasons = [msg]
+        if m:
+            with contextlib.suppress(ValueError, SyntaxError):
+                import ast
+
+                reasons = ast.literal_eval(m[2])
+        for r in reasons:
+            if "status contains a non valid value" in r:
+                fix = _STATUS_FIX
+            elif r.startswith("Missing field"):
+                fix = f'add "{r.split()[-1]}" (a string, may be empty); `mlperf systems export` writes all 33 fields'
+            else:
+                fix = "correct the field as the message says"
+            findings.append(Finding(display, None, "system-desc", "error", r, fix, detail=msg))
+    return valid and not findings, findings
+
+
+# ------------------------------------------------------------------------------------------
+# the package checker on one result folder
+
+
+def _mirror(tmp: str, org: str, result_dir: str, exclude: set[str]) -> tuple[str, str, dict]:
+    """Build <tmp>/<org>/... for one result folder; returns (mirror org, mirror dir, {mirror file: real})."""
+    # Absolute targets: a relative symlink would resolve against the mirror, not the caller's cwd.
+    org, result_dir = os.path.abspath(org), os.path.abspath(result_dir)
+    system = os.path.basename(os.path.dirname(result_dir))
+    bench = os.path.basename(result_dir)
+    morg = os.path.join(tmp, os.path.basename(org) or "org")
+    os.makedirs(os.path.join(morg, "systems"), exist_ok=True)
+    os.symlink(
+        os.path.join(org, "systems", system + ".json"), os.path.join(morg, "systems", system + ".json")
+    )
+    if os.path.isdir(os.path.join(org, "benchmarks")):
+        os.symlink(os.path.join(org, "benchmarks"), os.path.join(morg, "benchmarks"))
+    msys = os.path.join(morg, "results", system)
+    mdir = os.path.join(msys, bench)
+    os.makedirs(mdir)
+    params = os.path.join(os.path.dirname(result_dir), "package_checker_params")
+    if os.path.isfile(params):
+        shutil.copyfile(params, os.path.join(msys, "package_checker_params"))
+    mapping = {}
+    for name in sorted(os.listdir(result_dir)):
+        src, dst = os.path.join(result_dir, name), os.path.join(mdir, name)
+        if name in exclude:
+            continue
+        if name == "scaling.json" and os.path.isfile(src):
+            shutil.copyfile(src, dst)
+        else:
+            os.symlink(src, dst)
+            mapping[dst] = src
+    return morg, mdir, mapping
+
+
+_PKG_FIX = [
+    (
+        r"Incorrect number of files",
+        "a result needs exactly the official number of result_<i>.txt files "
+        "(gpt3 3; llama2_70b_lora, gnn, stable_diffusion 10): run `mlperf run` with the default --runs",
+    ),
+    (
+        r"files do not comply, directory cannot be accepted",
+        "fix the failing logs listed above, or the power logs (every result_<i> of a power submission needs "
+        "power/result_<i>/node_*.txt); only one failing run is tolerated (as the dropped run of the olympic mean)",
+    ),
+    (r"Seed checker failed", "log an integer `seed` in every run, a different one per run"),
+    (r"RCP Test Failed", None),
+    (r"Expected at least", "add the missing runs"),
+]
+_RCP_FIX = {
+    "Could not detect global_batch_size": "log global_batch_size with one value, the same in every run",
+    "Insufficient convergence": "more than one run did not converge (run_stop status != success): rerun them",
+    "Cannot find any RCPs": "this benchmark has no RCPs for this ruleset",
+    "RCP found": "the runs converge faster than the reference allows: check hyperparameters, or ask for review "
+    "with `rcp-bypass` in package_checker_params",
+    "RCP Interpolation": "the runs converge faster than the interpolated reference allows: check hyperparameters, or "
+    "ask for review with `rcp-bypass` in package_checker_params",
+}
+
+
+def _rcp_numbers(record: str | None, subm_mean: str | None) -> str:
+    """' (submission mean X; RCP mean Y, lowest accepted Z)' from the RCP checker's INFO lines
+    (the record is a dict repr with numpy floats: `'RCP Mean': np.float64(0.78)`)."""
+    if not subm_mean:
+        return ""
+
+    def num(key):
+        m = re.search(rf"'{key}': (?:np\.float64\()?([-0-9.eE+]+)", record or "")
+        return float(m[1]) if m else None
+
+    mean, lowest = num("RCP Mean"), num("Min Epochs")
+    if mean is None or lowest is None:
+        return f" (submission mean {subm_mean})"
+    return f" (submission mean {subm_mean}; RCP mean {mean:.6g}, lowest accepted {lowest:.6g})"
+
+
+def _package_findings(
+    records, warned, display_dir: str, unmirror, has_scaling: bool
+) -> tuple[list[Finding], dict]:
+    findings: list[Finding] = []
+    info = {"rcp": None, "seed": None}
+    rcp_record, subm_mean = None, None
+    for lvl, msg in records:
+        text = unmirror(msg.strip())
+        if lvl == "INFO":
+            if text.startswith("RCP Record:"):
+                rcp_record = text.split(":", 1)[1].strip()
+            elif text.startswith("Submission mean epochs:"):
+                subm_mean = text.split(":", 1)[1].strip()
+            elif text.startswith("RCP Test Passed"):
+                info["rcp"] = text.split(":", 1)[1].strip()
+            elif text == "Running Seed Checker":
+                info["seed"] = "ran"
+            elif text == "Bypassing Seed Checker":
+                info["seed"] = "bypassed"
+            continue
+        if lvl == "ERROR":
+            if text.startswith("RCP Test Failed"):
+                rcp_msg = text.split(":", 1)[1].strip()
+                info["rcp"] = "FAILED: " + rcp_msg
+                fix = _RCP_FIX.get(rcp_msg) or (
+                    "submit the missing RCP or ask for review with `rcp-bypass`"
+                    if "Missing RCP" in rcp_msg
+                    else "see the RCP checker's message"
+                )
+                numbers = _rcp_numbers(rcp_record, subm_mean)
+                findings.append(
+                    Finding(display_dir, None, "rcp", "error", text + numbers, fix, detail=rcp_record or "")
+                )
+                continue
+            if text.startswith("Seed checker failed and found the following errors"):
+                info["seed"] = "failed"
+                for err in text.split(":", 1)[1].strip().splitlines():
+                    if err.strip():
+                        m = re.match(
+                            r"(?:Result file|Error found when querying seeds from) (\S+?):? ", err.strip()
+                        )
+                        findings.append(
+                            Finding(
+                                m[1] if m else display_dir,
+                                None,
+                                "seed",
+                                "error",
+                                err.strip()[:400],
+                                "log one integer `seed` per run, each run a different value",
+                                detail=text,
+                            )
+                        )
+                continue
+            fix = next(
+                (f for pat, f in _PKG_FIX if f and re.search(pat, text)), "see the package checker's message"
+            )
+            if text == "Seed checker failed":
+                continue  # summarised by the lines above
+            findings.append(
+                Finding(display_dir, None, "package", "error", text.splitlines()[0][:400], fix, detail=text)
+            )
+        elif lvl == "WARNING":
+            if "Run incomplete or did not converge" in text:
+                fix = "a run did not end with run_stop status success; at most one such run is allowed"
+            elif "accepting this under olympic scoring" in text:
+                fix = "one failing log is tolerated; fix it anyway if you can"
+            elif "do not conform to naming convention" in text or "Unknown files" in text:
+                fix = "only result_<i>.txt, scaling.json, package_checker_params and power/ belong in a result folder"
+                if has_scaling:
+                    fix += " (the package checker also counts a committed scaling.json here: expected then)"
+            elif "RCP test failed but allowed" in text or "Please be ready" in text:
+                fix = "rcp-bypass is set: the result will be reviewed by the submission committee"
+            elif "power result" in text or "power" in text.lower():
+                fix = (
+                    "a power submission needs power/result_<i>/node_*.txt for every run; delete power/ for a "
+                )
+                fix += "performance-only result"
+            elif text.startswith("Skipping benchmark"):
+                fix = "this folder is not a benchmark of this ruleset"
+            else:
+                fix = "see the package checker's message"
+            findings.append(
+                Finding(display_dir, None, "package", "warning", text.splitlines()[0][:400], fix, detail=text)
+            )
+    for w in warned:
+        findings.append(
+            Finding(
+                display_dir,
+                None,
+                "seed",
+                "warning",
+                unmirror(str(w.message))[:400],
+                "log the seed once per run (rank 0 only)",
+            )
+        )
+    return findings, info
+
+
+def check_result_dir(
+    org: str, result_dir: str, ruleset: str, base: str
+) -> tuple[list[LogResult], list[Finding], dict]:
+    """The package checker (with its seed and RCP steps) on one result folder."""
+    from mlperf_logging.compliance_checker import mlp_compliance
+    from mlperf_logging.package_checker import package_checker
+
+    # Absolute paths throughout: logs are keyed by the real file the package checker reached
+    # (so none is checked twice), and the package checker may change the working directory.
+    org, result_dir, base = os.path.abspath(org), os.path.abspath(result_dir), os.path.abspath(base)
+
+    system = os.path.basename(os.path.dirname(result_dir))
+    display_dir = display_path(result_dir, base)
+    tool = {
+        "tool": "package checker",
+        "target": display_dir,
+        "benchmark": os.path.basename(result_dir),
+        "passed": None,
+    }
+    findings: list[Finding] = []
+    logs: dict[str, LogResult] = {}
+    files = [f for f in log_files(result_dir) if os.path.dirname(f) == result_dir]
+
+    desc, problem = _load_system(org, system)
+    exclude = set()
+    for name in sorted(os.listdir(result_dir)):
+        if is_special(os.path.join(result_dir, name)):  # a FIFO would block the official tools forever
+            exclude.add(name)
+            findings.append(
+                Finding(
+                    display_path(os.path.join(result_dir, name), base),
+                    None,
+                    "harness",
+                    "error",
+                    "not a regular file (a FIFO, socket or device): not given to the package checker",
+                    "replace it with the log file",
+                )
+            )
+    for f in files:
+        n = _has_long_line(f)
+        if n:
+            exclude.add(os.path.basename(f))
+            findings.append(
+                Finding(
+                    display_path(f, base),
+                    n,
+                    "harness",
+                    "error",
+                    "not given to the package checker: an MLLOG line is too long for its parser "
+                    "(time quadratic in the line length)",
+                    "remove the over-long line",
+                )
+            )
+    if problem:
+        findings.append(
+            Finding(
+                display_dir,
+                None,
+                "package",
+                "error",
+                f"{problem}: the package checker would crash on this folder, so it was not run "
+                "(its logs were compliance-checked)",
+                "write the system description with `mlperf systems export <system> -o "
+                f"<org>/systems/{system}.json`",
+            )
+        )
+        tool["passed"] = False
+    else:
+        tmp = tempfile.mkdtemp(prefix="mlperf-check-")
+        try:
+            morg, mdir, mapping = _mirror(tmp, org, result_dir, exclude)
+
+            def routed_main(filename, config_file, checker):  # the package checker's compliance call
+                real = mapping.get(filename, filename)
+                mark = len(records)
+                res = check_log(real, ruleset, display=display_path(real, base))
+                del records[mark:]  # its messages are in the LogResult, not the package checker's
+                logs[real] = res
+                return res.passed, None, None, None
+
+            real_main = mlp_compliance.main
+            with captured_official_output() as (records, _out, warned):
+                mlp_compliance.main = routed_main
+                try:
+                    ok = package_checker.check_training_result_files(
+                        morg, USAGE, ruleset, False, False, False, False, False
+                    )
+                except Exception as e:  # noqa: BLE001 - a crash is a finding, the other folders go on
+                    ok = False
+                    findings.append(
+                        Finding(
+                            display_dir,
+                            None,
+                            "package",
+                            "error",
+                            f"the package checker crashed ({type(e).__name__}: {e})",
+                            "a log line it needs (global_batch_size, run_stop, eval_accuracy) is "
+                            "malformed: fix the logs flagged above",
+                        )
+                    )
+                finally:
+                    mlp_compliance.main = real_main
+
+            def unmirror(text: str) -> str:
+                return text.replace(mdir, display_dir).replace(morg, org)
+
+            has_scaling = os.path.isfile(os.path.join(result_dir, "scaling.json"))
+            pkg_findings, info = _package_findings(records, warned, display_dir, unmirror, has_scaling)
+            findings += pkg_findings
+            tool.update(
+                passed=bool(ok) and not any(f.severity == "error" for f in findings),
+                rcp=info["rcp"],
+                seed=info["seed"],
+                division=desc.get("division"),
+                # the package checker's own log (its per-file compliance output is in each log's findings)
+                output="\n".join(f"{lvl} - {unmirror(m)}" for lvl, m in records)
+                + "".join(f"\nWARNING - {unmirror(str(w.message))}" for w in warned),
+            )
+            # scaling.json: what the RCP checker computed vs what is committed
+            if desc.get("division") == "closed":
+                committed = os.path.isfile(os.path.join(result_dir, "scaling.json"))
+                computed = os.path.isfile(os.path.join(mdir, "scaling.json"))
+                c_factor = read_scaling(result_dir)[0] if committed else 1.0
+                m_factor = read_scaling(mdir)[0] if computed else 1.0
+                tool["scaling_factor"] = m_factor
+                if committed != computed or abs(c_factor - m_factor) > 1e-12:
+                    findings.append(
+                        Finding(
+                            os.path.join(display_dir, "scaling.json"),
+                            None,
+                            "rcp",
+                            "warning",
+                            f"the RCP checker computes scaling factor {m_factor!r}, the committed scaling.json says "
+                            f"{c_factor if committed else 'nothing (no file)'}",
+                            "commit the scaling.json the RCP checker writes (`mlperf results score` applies the "
+                            "committed file)"
+                            if computed
+                            else "delete the committed scaling.json",
+                        )
+                    )
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    # every log gets the compliance check, also those the package checker did not reach
+    for f in files:
+        if f not in logs:
+            logs[f] = check_log(f, ruleset, display=display_path(f, base))
+    tool["errors"] = sum(f.severity == "error" for f in findings)
+    tool["warnings"] = sum(f.severity == "warning" for f in findings)
+    return [logs[f] for f in files], findings, tool
+
+
+def check_tree(path: str, groups: dict[str, list[str]], ruleset: str) -> Report:
+    t0 = time.perf_counter()
+    base = os.path.abspath(path if os.path.isdir(path) else os.path.dirname(path))
+    rep = Report(path=path, ruleset=ruleset, kind="tree")
+    for org, dirs in sorted(groups.items()):
+        systems = sorted({os.path.basename(os.path.dirname(d)) for d in dirs})
+        for system in systems:
+            sj = os.path.join(org, "systems", system + ".json")
+            if not os.path.isfile(sj):
+                continue  # reported per result folder
+            ok, fs = check_system_json(sj, ruleset, display_path(sj, base))
+            rep.findings += fs
+            rep.tools.append(
+                {
+                    "tool": "system-desc checker",
+                    "target": display_path(sj, base),
+                    "passed": ok,
+                    "errors": len(fs),
+                    "warnings": 0,
+                }
+            )
+        for d in sorted(dirs):
+            logs, fs, tool = check_result_dir(org, d, ruleset, base)
+            rep.logs += logs
+            rep.findings += fs
+            rep.tools.append(tool)
+    rep.seconds = time.perf_counter() - t0
+    return rep

@@ -1,0 +1,135 @@
+"""What `mlperf diagnose` reads about one run: the MLPerf log, the per-step timings side file
+(`timings.jsonl`: step, step_time_s, data_wait_s, samples_per_s, loss, max_rss_mb), the process
+output (stdout.log/stderr) and the plan when there is one. Torch-free; never raises on contents.
+
+A RUN_DIR (results/runs/<bench>/<system>/<id>) has all of them. A LOG may be the run's own
+mlperf.log or a claimed `result_<i>.txt`; the latter is a hard link of the run's log, so its run
+folder is found by inode under `<results>/runs/`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.core.errors import ConfigError
+from harness.core.mllog_reader import read_events
+from harness.core.runfolder import OUTPUT_FILES, read_timings
+
+
+@dataclass
+class RunData:
+    source: str
+    run_dir: Path | None
+    log_path: Path | None
+    events: list[dict] = field(default_factory=list)
+    timings: list[dict] = field(default_factory=list)
+    output: str = ""
+    """Tail of the processes' output (for crash signatures such as out-of-memory)."""
+    plan: object | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def first(self, key: str, default=None):
+        for e in self.events:
+            if e.get("key") == key:
+                return e.get("value")
+        return default
+
+    @property
+    def benchmark(self) -> str | None:
+        return self.plan.benchmark if self.plan else self.first("submission_benchmark")
+
+    @property
+    def stop_status(self) -> str | None:
+        for e in self.events:
+            if e.get("key") == "run_stop":
+                return e.get("metadata", {}).get("status")
+        return None
+
+    @property
+    def stop_metadata(self) -> dict:
+        for e in self.events:
+            if e.get("key") == "run_stop":
+                return e.get("metadata", {})
+        return {}
+
+    def evals(self) -> list[tuple[float, float]]:
+        """(progress, value) of every eval_accuracy before run_stop."""
+        out = []
+        for e in self.events:
+            if e.get("key") == "run_stop":
+                break
+            if e.get("key") == "eval_accuracy":
+                md = e.get("metadata", {})
+                prog = md.get("epoch_num", md.get("samples_count", len(out)))
+                v = e.get("value")
+                try:
+                    out.append((float(prog), float(v)))
+                except (TypeError, ValueError):
+                    out.append((float(len(out)), math.nan))
+        return out
+
+
+def _tail(path: Path, limit: int = 200_000) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, path.stat().st_size - limit))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _run_dir_of_result(log: Path) -> Path | None:
+    """results/<org>/results/<system>/<bench>/result_<i>.txt -> its run folder (same inode)."""
+    try:
+        if log.stat().st_nlink < 2:
+            return None
+        runs = log.resolve().parents[4] / "runs"
+    except (OSError, IndexError):
+        return None
+    for cand in runs.glob("*/*/*/mlperf.log"):
+        try:
+            if os.path.samefile(cand, log):
+                return cand.parent
+        except OSError:
+            continue
+    return None
+
+
+def load(target: str | Path) -> RunData:
+    p = Path(target)
+    if not p.exists():
+        raise ConfigError(f"{p}: no such run folder or log")
+    run_dir: Path | None
+    if p.is_dir():
+        run_dir, log = p, None
+        if not (p / "plan.json").exists() and not (p / "timings.jsonl").exists():
+            logs = sorted(p.glob("*.log")) + sorted(p.glob("result_*.txt"))
+            if not logs:
+                raise ConfigError(f"{p}: not a run folder (no plan.json, timings.jsonl or log)")
+    else:
+        log = p
+        run_dir = p.parent if (p.parent / "timings.jsonl").exists() else _run_dir_of_result(p)
+    data = RunData(source=str(p), run_dir=run_dir, log_path=log)
+    if run_dir is not None and (run_dir / "plan.json").exists():
+        try:
+            from harness.core.runplan import RunPlan
+
+            data.plan = RunPlan.load(run_dir / "plan.json")
+        except Exception as e:  # noqa: BLE001 - a bad plan only costs us the layout advice
+            data.notes.append(f"plan.json unreadable ({type(e).__name__}); advice without the layout")
+    if data.log_path is None and run_dir is not None:
+        cand = Path(data.plan.log_path) if data.plan else run_dir / "mlperf.log"
+        data.log_path = cand if cand.exists() else (run_dir / "mlperf.log")
+    if data.log_path is not None and data.log_path.exists():
+        data.events = read_events(data.log_path)
+    else:
+        data.notes.append("no MLPerf log found")
+    if run_dir is not None:
+        data.timings = read_timings(run_dir / "timings.jsonl")
+        data.output = "\n".join(_tail(run_dir / f) for f in OUTPUT_FILES if (run_dir / f).exists())
+    if not data.timings:
+        data.notes.append("no timings.jsonl: speed and data-loading checks skipped")
+    return data

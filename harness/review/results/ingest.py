@@ -1,0 +1,167 @@
+"""`mlperf results ingest ROUND_ROOT --round v4.0`: score a published round into a results table.
+
+Layout under the database folder (default `results/db/`):
+    <round>            -> a symlink to the round's current snapshot folder `.<round>-<id>/`
+    .<round>-<id>/results.parquet   one row per (submitter, system, benchmark) result
+    .<round>-<id>/runs.parquet      one row per run (result_<i>.txt)
+Re-ingesting a round writes a new snapshot and swaps the symlink with `os.replace` (atomic: a
+reader sees the old round or the new one, never a mix), then removes the old snapshot.
+Every row records the round, the mlperf-logging version and the ruleset it was scored under.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import uuid
+from importlib import metadata
+
+from harness.core.errors import ConfigError
+from harness.review.results.score import score_tree
+
+DEFAULT_DB = os.path.join("results", "db")
+ROUND_RE = re.compile(r"^v?\d+\.\d+$")
+
+RESULT_COLUMNS = [
+    "round",
+    "submitter",
+    "system",
+    "benchmark",
+    "division",
+    "availability",
+    "system_name",
+    "accelerator",
+    "accelerators",
+    "nodes",
+    "runs",
+    "runs_scored",
+    "olympic_mean_min",
+    "scaling_factor",
+    "score_min",
+    "accelerator_minutes",
+    "problems",
+    "path",
+    "ruleset",
+    "mlperf_logging",
+]
+
+
+def normalise_round(name: str) -> str:
+    name = name.strip()
+    if not ROUND_RE.match(name):
+        raise ConfigError(f"round '{name}' is not like v4.0")
+    return name if name.startswith("v") else "v" + name
+
+
+def _logging_version() -> str:
+    try:
+        return metadata.version("mlperf-logging")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def rows_for(round_root: str, round_name: str, ruleset: str = "4.0.0") -> tuple[list[dict], list[dict]]:
+    """(result rows, run rows) for every result folder under round_root."""
+    version = _logging_version()
+    results, runs = [], []
+    for r in score_tree(round_root, with_runs=True):
+        scored = [m for m in r["run_minutes"] if m is not None]
+        row = {
+            "round": round_name,
+            **{k: r.get(k) for k in RESULT_COLUMNS if k in r},
+            "runs_scored": len(scored),
+            "accelerator_minutes": (r["score_min"] * r["accelerators"])
+            if r["score_min"] is not None and r["accelerators"]
+            else None,
+            "problems": "; ".join(r["problems"]),
+            "ruleset": ruleset,
+            "mlperf_logging": version,
+        }
+        results.append({k: row.get(k) for k in RESULT_COLUMNS})
+        for i, d in enumerate(r["run_details"]):
+            runs.append(
+                {
+                    "round": round_name,
+                    "submitter": r["submitter"],
+                    "system": r["system"],
+                    "benchmark": r["benchmark"],
+                    "file": os.path.basename(d["path"]),
+                    "run": i,
+                    "minutes": d["minutes"],
+                    "counted_minutes": r["run_minutes"][i],
+                    "status": d["status"],
+                    "global_batch_size": _num(d["global_batch_size"]),
+                    "seed": _num(d["seed"]),
+                    "problems": "; ".join(d["problems"]),
+                }
+            )
+    return results, runs
+
+
+def _num(v):
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def ingest(round_root: str, round_name: str, db: str = DEFAULT_DB, ruleset: str = "4.0.0") -> dict:
+    import pandas as pd
+
+    if not os.path.isdir(round_root):
+        raise ConfigError(f"no such directory: {round_root}")
+    round_name = normalise_round(round_name)
+    results, runs = rows_for(round_root, round_name, ruleset)
+    if not results:
+        raise ConfigError(
+            f"no result folders (<org>/results/<system>/<benchmark>/result_*.txt) under {round_root}"
+        )
+    os.makedirs(db, exist_ok=True)
+    snap = os.path.join(db, f".{round_name}-{uuid.uuid4().hex[:12]}")
+    os.makedirs(snap)
+    try:
+        pd.DataFrame(results, columns=RESULT_COLUMNS).to_parquet(
+            os.path.join(snap, "results.parquet"), index=False
+        )
+        pd.DataFrame(runs).to_parquet(os.path.join(snap, "runs.parquet"), index=False)
+        link = os.path.join(db, round_name)
+        old = os.path.realpath(link) if os.path.islink(link) else None
+        if os.path.exists(link) and not os.path.islink(link):
+            raise ConfigError(f"{link} exists and is not a round snapshot link; move it away")
+        tmp_link = os.path.join(db, f".{round_name}.link-{uuid.uuid4().hex[:8]}")
+        os.symlink(os.path.basename(snap), tmp_link)
+        os.replace(tmp_link, link)  # the atomic step
+    except BaseException:
+        shutil.rmtree(snap, ignore_errors=True)
+        raise
+    if old and os.path.isdir(old) and old != os.path.realpath(snap):
+        shutil.rmtree(old, ignore_errors=True)
+    return {
+        "round": round_name,
+        "db": db,
+        "results": len(results),
+        "runs": len(runs),
+        "scored": sum(r["score_min"] is not None for r in results),
+        "path": os.path.join(db, round_name),
+    }
+
+
+def load(db: str = DEFAULT_DB, rounds: list[str] | None = None, table: str = "results"):
+    """The stored table (results or runs) for the given rounds (all when None)."""
+    import pandas as pd
+
+    if not os.path.isdir(db):
+        raise ConfigError(
+            f"no results database at {db}: run `mlperf results ingest ROUND_ROOT --round vX.Y` first"
+        )
+    available = sorted(
+        n for n in os.listdir(db) if not n.startswith(".") and os.path.isdir(os.path.join(db, n))
+    )
+    wanted = [normalise_round(r) for r in rounds] if rounds else available
+    missing = [r for r in wanted if r not in available]
+    if missing:
+        raise ConfigError(
+            f"round(s) {', '.join(missing)} not ingested; available: {', '.join(available) or 'none'}"
+        )
+    frames = [pd.read_parquet(os.path.join(db, r, f"{table}.parquet")) for r in wanted]
+    if not frames:
+        raise ConfigError(f"no rounds ingested in {db}")
+    return pd.concat(frames, ignore_index=True)

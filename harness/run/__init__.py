@@ -1,0 +1,2 @@
+"""The run layer: the only code that starts processes or writes results/ (launch, execute, claim,
+resume, lr-find)."""

@@ -1,0 +1,149 @@
+"""One process (`local`) or N processes on this host under torchrun (`torchrun`).
+
+torchrun (torch.distributed.run) owns the rendezvous: `--standalone` picks a free port on this
+host, sets RANK/WORLD_SIZE/LOCAL_RANK/MASTER_* for every rank, and fails the whole run when one
+rank fails, printing that rank's error; the training code's try/finally logs run_stop aborted.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness.core.runplan import RunPlan
+
+POLL_S = 0.5
+
+
+def _env(plan: RunPlan, system) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(system.launcher.env)
+    env["OMP_NUM_THREADS"] = str(plan.threads_per_process)
+    env.setdefault("HF_HUB_OFFLINE", "1")  # no weights or data from a hub, ever
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+class LocalLauncher:
+    name = "local"
+
+    def __init__(self, apply_tuning: bool = False):
+        self.apply_tuning = apply_tuning  # node tuning is a cluster-prologue matter; unused here
+
+    def argv(self, plan: RunPlan, entry: str) -> list[str]:
+        return [sys.executable, "-m", entry, "--plan", str(Path(plan.run_dir) / "plan.json")]
+
+    def describe(self, plans, system, entry) -> str:
+        p = plans[0]
+        env = f"OMP_NUM_THREADS={p.threads_per_process} "
+        lines = [env + shlex.join(self.argv(p, entry))]
+        if len(plans) > 1:
+            lines.append(
+                f"# ... then the same for runs 2..{len(plans)}, in sequence, each with its own plan.json"
+            )
+        return "\n".join(lines)
+
+    def run(self, plans, system, entry, monitor) -> None:
+        for plan in plans:
+            rc = self._run_one(plan, system, entry, monitor)
+            monitor.finished(plan, rc)
+
+    def run_module(self, plan, system, module: str, plan_file: Path) -> tuple[int, str]:
+        """One helper process for a plan file (data preparation), its output kept in prepare.log."""
+        argv = [sys.executable, "-m", module, "--plan", str(plan_file)]
+        log = Path(plan.run_dir) / "prepare.log"
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.STDOUT, env=_env(plan, system), start_new_session=True
+            )
+            try:
+                rc = proc.wait()
+            except KeyboardInterrupt:
+                _stop(proc)
+                raise
+        # The child's last line is its one-line `error: ...` (harness.train.entry); the caller
+        # relays it, so the user sees the cause once.
+        tail = log.read_text(errors="replace").strip().splitlines()[-1:] if rc else []
+        return rc, (tail[0] if tail else "")
+
+    def _run_one(self, plan, system, entry, monitor) -> int:
+        run_dir = Path(plan.run_dir)
+        with open(run_dir / "stdout.log", "ab") as out:
+            proc = subprocess.Popen(
+                self.argv(plan, entry),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=_env(plan, system),
+                start_new_session=True,
+            )
+            try:
+                while proc.poll() is None:
+                    monitor.poll(plan)
+                    time.sleep(POLL_S)
+            except KeyboardInterrupt:
+                _stop(proc)
+                raise
+            monitor.poll(plan)
+            return proc.returncode
+
+
+class TorchrunLauncher(LocalLauncher):
+    name = "torchrun"
+
+    def argv(self, plan: RunPlan, entry: str) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nnodes",
+            "1",
+            "--nproc-per-node",
+            str(plan.layout.procs_per_node),
+            "-m",
+            entry,
+            "--plan",
+            str(Path(plan.run_dir) / "plan.json"),
+        ]
+
+
+def _stop(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
+    """Stop a run and everything under it: SIGINT first (training stops at a step boundary and
+    logs run_stop aborted), then SIGTERM, then SIGKILL, so no orphan outlives `mlperf run`.
+
+    Signals go to every descendant, not to a process group: torch elastic starts each rank in a
+    session of its own, so killing torchrun's group alone would leave the ranks training.
+    """
+    import psutil
+
+    def tree() -> list[psutil.Process]:
+        try:
+            root = psutil.Process(proc.pid)
+            return [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    seen: dict[int, psutil.Process] = {}
+    for sig, wait in ((signal.SIGINT, grace_s), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        for p in tree():  # re-walk: ranks may have started children since the last signal
+            seen.setdefault(p.pid, p)
+        alive = [p for p in seen.values() if p.is_running()]
+        if not alive:
+            break
+        for p in alive:
+            try:
+                p.send_signal(sig)
+            except psutil.NoSuchProcess:
+                pass
+        _, alive = psutil.wait_procs(alive, timeout=wait)
+        if not alive:
+            break
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
