@@ -6,15 +6,14 @@ import json
 
 import click
 
+from harness.commands import options as opt
 from harness.core.errors import OK
 
 
 @click.command("lr-find")
 @click.argument("benchmark")
-@click.option("--system", default="cpu-local", show_default=True, help="System name from systems/.")
-@click.option(
-    "--size", type=click.Choice(["tiny", "full"]), help="Default: tiny on CPU systems, full elsewhere."
-)
+@opt.system
+@opt.size
 @click.option("--steps", default=300, show_default=True, help="Steps of the exponential sweep.")
 @click.option("--min-lr", default=1e-5, show_default=True, type=float)
 @click.option("--max-lr", default=1.0, show_default=True, type=float)
@@ -27,14 +26,12 @@ from harness.core.errors import OK
     help="Artifacts go to RESULTS_DIR/lr-find/<bench>/<system>/<stamp>/ (never the submission tree).",
 )
 @click.option("--out-dir", type=click.Path(file_okay=False), help="Exact folder for the artifacts instead.")
-@click.option("--data-dir", type=click.Path(file_okay=False), help="Dataset folder (as for `mlperf run`).")
-@click.option(
-    "--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a config value (repeatable)."
-)
-@click.option("--nproc-per-node", type=int, help="Processes per node (default: the system's).")
-@click.option("--launcher", type=click.Choice(["local", "torchrun", "slurm"]), help="Override the launcher.")
+@opt.data_dir
+@opt.sets
+@opt.nproc_per_node
+@opt.launcher
 @click.option("--no-plot", is_flag=True, help="Skip the PNG.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@opt.as_json
 def lr_find(
     benchmark,
     system,
@@ -54,24 +51,25 @@ def lr_find(
 ):
     """Sweep the learning rate exponentially from --min-lr to --max-lr over --steps steps (from the
     run's starting checkpoint), smooth the loss, plot loss vs LR and suggest a peak LR (half the
-    LR at the smoothed minimum; see harness/run/lr_find.py). Use it with `mlperf run BENCH --set opt_base_learning_rate=LR`."""
+    LR at the smoothed minimum; see harness/run/lr_find.py). Use it with
+    `mlperf run BENCH --set opt_base_learning_rate=LR`."""
     from harness.run import lr_find as lf
 
     res = lf.run(
         benchmark,
         system,
-        size,
         steps,
         min_lr,
         max_lr,
-        seed,
-        results_dir,
-        sets,
-        nproc_per_node,
-        data_dir,
-        launcher,
         out_dir,
         make_plot=not no_plot,
+        size=size,
+        seed=seed,
+        results_dir=results_dir,
+        sets=sets,
+        nproc_per_node=nproc_per_node,
+        data_dir=data_dir,
+        launcher=launcher,
     )
     if as_json:
         doc = {"schema_version": 1, **res.to_dict()}

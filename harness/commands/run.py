@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from harness.commands import options as opt
 from harness.core.errors import OK, TARGET_NOT_REACHED, Interrupted
 
 SCHEMA_VERSION = 1
@@ -14,33 +15,15 @@ SCHEMA_VERSION = 1
 
 @click.command()
 @click.argument("benchmark")
-@click.option(
-    "--system",
-    "system",
-    default="cpu-local",
-    show_default=True,
-    help="System name from systems/ or a descriptor file.",
-)
-@click.option(
-    "--size", type=click.Choice(["tiny", "full"]), help="Default: tiny on CPU systems, full elsewhere."
-)
+@opt.system
+@opt.size
 @click.option("--runs", type=int, help="Runs to make (default: the official count: 3 gpt3, 10 others).")
 @click.option("--seed", type=int, help="Seed of the first run; run i uses seed+i (default: random).")
 @click.option("--results-dir", default="results", show_default=True, type=click.Path(file_okay=False))
-@click.option(
-    "--data-dir",
-    type=click.Path(file_okay=False),
-    help="Dataset folder (default: ~/.cache/mlperf-harness/data/<bench>/<size>).",
-)
-@click.option(
-    "--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a config value (repeatable)."
-)
-@click.option(
-    "--nproc-per-node", type=int, help="Processes per node (default: the system's accelerators per node)."
-)
-@click.option(
-    "--launcher", type=click.Choice(["local", "torchrun", "slurm"]), help="Override the system's launcher."
-)
+@opt.data_dir
+@opt.sets
+@opt.nproc_per_node
+@opt.launcher
 @click.option(
     "--apply-tuning", is_flag=True, help="Run the system's node tuning commands in the job prologue."
 )
@@ -55,7 +38,7 @@ SCHEMA_VERSION = 1
     help="Continue an interrupted run (results/runs/<bench>/<system>/<id>) from its last good "
     "checkpoint; same plan, same log, same result number.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@opt.as_json
 def run(
     benchmark,
     system,

@@ -141,19 +141,17 @@ class _Monitor:
 def run(
     benchmark: str,
     system: str,
-    size: str | None = None,
     steps: int = 300,
     min_lr: float = 1e-5,
     max_lr: float = 1.0,
-    seed: int = 0,
-    results_dir: str | Path = "results",
-    sets=(),
-    nproc_per_node: int | None = None,
-    data_dir: str | Path | None = None,
-    launcher: str | None = None,
     out_dir: str | Path | None = None,
     make_plot: bool = True,
+    results_dir: str | Path = "results",
+    seed: int = 0,
+    **resolve_kw,
 ) -> LrFindResult:
+    """The sweep of one plan resolved as `mlperf run` resolves it (`resolve_kw`: size, sets,
+    nproc_per_node, data_dir, launcher)."""
     from harness.resolve import registry
     from harness.run import execute, launch
 
@@ -163,18 +161,7 @@ def run(
         )
     if not 0 < min_lr < max_lr:
         raise ConfigError(f"--min-lr {min_lr} / --max-lr {max_lr}: need 0 < min < max")
-    r = execute.resolve(
-        benchmark,
-        system,
-        size=size,
-        runs=1,
-        seed=seed,
-        results_dir=results_dir,
-        sets=sets,
-        nproc_per_node=nproc_per_node,
-        data_dir=data_dir,
-        launcher=launcher,
-    )
+    r = execute.resolve(benchmark, system, runs=1, seed=seed, results_dir=results_dir, **resolve_kw)
     spec = registry.spec(r.definition.name)
     if spec.lr_find is None:
         raise ConfigError(f"lr-find is not implemented for {spec.name} (its spec has no lr_find)")

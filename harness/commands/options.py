@@ -1,0 +1,32 @@
+"""The options that mean the same in every command that resolves a run (`run`, `lr-find`, and
+`plan` where it prices a run): one definition each, so their names and help never drift apart."""
+
+from __future__ import annotations
+
+import click
+
+system = click.option(
+    "--system",
+    "system",
+    default="cpu-local",
+    show_default=True,
+    help="System name from systems/ or a descriptor file.",
+)
+size = click.option(
+    "--size", type=click.Choice(["tiny", "full"]), help="Default: tiny on CPU systems, full elsewhere."
+)
+data_dir = click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False),
+    help="Dataset folder (default: ~/.cache/mlperf-harness/data/<bench>/<size>).",
+)
+sets = click.option(
+    "--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a config value (repeatable)."
+)
+nproc_per_node = click.option(
+    "--nproc-per-node", type=int, help="Processes per node (default: the system's accelerators per node)."
+)
+launcher = click.option(
+    "--launcher", type=click.Choice(["local", "torchrun", "slurm"]), help="Override the system's launcher."
+)
+as_json = click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
