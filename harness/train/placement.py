@@ -15,7 +15,8 @@ import os
 import socket
 from pathlib import Path
 
-FILE = "ranks.json"
+from harness.core.files import atomic_write
+from harness.core.runfolder import RANKS_FILE
 
 
 def _env_int(*names: str) -> int | None:
@@ -44,6 +45,4 @@ def record(rt) -> None:
             rows = [None] * rt.world_size
             dist.all_gather_object(rows, me)
     if rt.rank == 0:
-        from harness.core.files import atomic_write
-
-        atomic_write(Path(rt.plan.run_dir) / FILE, json.dumps(rows, indent=1) + "\n")
+        atomic_write(Path(rt.plan.run_dir) / RANKS_FILE, json.dumps(rows, indent=1) + "\n")

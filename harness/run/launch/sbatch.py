@@ -79,6 +79,7 @@ def _header(plans, system, array: bool) -> list[str]:
 def render(plans, system, entry: str, apply_tuning: bool = False, python: str | None = None) -> str:
     """The sbatch script running `plans` (written to each RUN_DIR/job.sbatch, printed by --dry-run)."""
     check_launcher(system)
+    pyxis.check(system.launcher.container, system.name)
     lc = system.launcher
     array = lc.runs_as == "array"
     p = plans[0]

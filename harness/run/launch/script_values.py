@@ -36,13 +36,10 @@ def check_value(field: str, value: str, system_name: str, *, slurm_id: bool = Fa
 
 
 def check_launcher(system) -> None:
-    """Every launcher field that reaches the script (the container: harness/run/launch/pyxis.py)."""
-    from harness.run.launch import pyxis
-
+    """Every launcher field that reaches the script but the container (harness/run/launch/pyxis.py)."""
     lc, name = system.launcher, system.name
     check_value("launcher.partition", lc.partition, name, slurm_id=True)
     check_value("launcher.account", lc.account, name, slurm_id=True)
-    pyxis.check(lc.container, name)
     for k, v in lc.env.items():
         if not _ENV_NAME.fullmatch(k):
             raise ConfigError(f"system '{name}': launcher.env key {k!r} is not an environment variable name")

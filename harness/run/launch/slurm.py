@@ -27,11 +27,11 @@ import time
 from pathlib import Path
 
 from harness.core.errors import ConfigError, HarnessError
-from harness.run.launch import sbatch
-from harness.core.runplan import RunPlan
 from harness.core.files import atomic_write
+from harness.core.runfolder import EXIT_CODE_FILE
+from harness.core.runplan import RunPlan
+from harness.run.launch import sbatch
 
-EXIT_CODE = "exit_code"  # RUN_DIR/exit_code: written by the job script when the run ends
 POLL_S = 0.3
 GRACE_S = 20.0
 CLIENT_TIMEOUT_S = 60.0
@@ -122,7 +122,7 @@ class SlurmLauncher:
         try:
             for plan in plans:
                 d = Path(plan.run_dir)
-                (d / EXIT_CODE).unlink(missing_ok=True)  # a resumed run's earlier end
+                (d / EXIT_CODE_FILE).unlink(missing_ok=True)  # a resumed run's earlier end
                 atomic_write(d / "job.sbatch", text)
             out = _slurm("sbatch", "--parsable", str(Path(plans[0].run_dir) / "job.sbatch")).stdout.strip()
             job_id = out.split(";")[0]
@@ -195,7 +195,7 @@ class SlurmLauncher:
 def _exit_code(plan: RunPlan) -> int | None:
     """The run's exit code as the job script recorded it, or None while it has not ended."""
     try:
-        return int((Path(plan.run_dir) / EXIT_CODE).read_text().strip())
+        return int((Path(plan.run_dir) / EXIT_CODE_FILE).read_text().strip())
     except (OSError, ValueError):
         return None
 
