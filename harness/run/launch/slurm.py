@@ -187,8 +187,8 @@ class SlurmLauncher:
                 monitor.finished(plan, rc)
             if live:
                 time.sleep(POLL_S)
-        final, rc = job_state(job_id) if not array else ("done", 0)
-        if not array:
+        if not array:  # an array's tasks were reported one by one
+            final, rc = job_state(job_id)
             _status(monitor, plans[-1], f"slurm job {job_id} {final.lower()} (exit {rc})")
 
 
