@@ -17,7 +17,7 @@ if [ -s "$STATE/run/slurmctld.pid" ]; then
   for _ in $(seq 150); do [ -z "$(squeue -h 2>/dev/null)" ] && break; sleep 0.1; done
 fi
 # 2) stop daemons by PID (slurmd first: the controller must not see them as failed nodes)
-for p in "$STATE"/run/slurmd*.pid "$STATE"/run/slurmctld.pid /run/munge/munged.pid; do
+for p in "$STATE"/run/slurmd*.pid "$STATE"/run/slurmctld.pid "$STATE"/run/munged.pid; do
   [ -s "$p" ] || continue
   stop "$(cat "$p")" "$p"
 done

@@ -82,6 +82,7 @@ if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
   runuser -u munge -- /usr/sbin/munged        # forks; pid in /run/munge/munged.pid
   for _ in $(seq 100); do [ -S /run/munge/munge.socket.2 ] && break; sleep 0.05; done
   munge -n | unmunge >/dev/null
+  cp /run/munge/munged.pid "$STATE/run/munged.pid"   # ours: slurm-down.sh stops it (not a system munged)
 fi
 
 # --- config ----------------------------------------------------------------
