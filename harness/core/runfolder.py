@@ -5,6 +5,9 @@
     timings.jsonl      one JSON line per optimizer step (rank 0), schema TIMINGS_COLUMNS
     checkpoints/       step_<N>/ folders (checkpoint_manifest.py)
     resume.json        one record per `mlperf run --resume` (newest last)
+    ranks.json         where each rank ran: rank, local rank, node id, hostname (rank 0, at start)
+    job.sbatch, slurm_job_id, exit_code   Slurm runs: the allocation's script, its job id, and
+                       the run's exit code as the job script recorded it
     stdout.log, stderr.log, prepare.log   the processes' output
 
 The run folder sits outside the `<org>` submission folder, so the official package checker never
@@ -21,6 +24,8 @@ LOG_FILE = "mlperf.log"
 TIMINGS_FILE = "timings.jsonl"
 CHECKPOINT_DIR = "checkpoints"
 RESUME_FILE = "resume.json"
+RANKS_FILE = "ranks.json"
+EXIT_CODE_FILE = "exit_code"
 OUTPUT_FILES = ("stdout.log", "stderr.log", "prepare.log")
 
 # timings.jsonl: one row per optimizer step, written by every benchmark's loop on rank 0.

@@ -60,6 +60,20 @@ class Host(Strict):
     networking: str = ""
 
 
+class Container(Strict):
+    """A container for the ranks, started by pyxis/enroot (`srun --container-*` flags)."""
+
+    image: str
+    """Image (`--container-image`): an enroot URI like 'nvcr.io/nvidia/pytorch:24.04-py3' or a
+    squashfs path on the nodes."""
+    mounts: list[str] = []
+    """Bind mounts (`--container-mounts`), one `SRC:DST[:FLAGS]` each (flags joined by '+', e.g.
+    'ro+rprivate'). The checkout, the run folders and the data folder are always mounted at
+    their own paths, so plan.json's paths hold inside."""
+    workdir: str = ""
+    """Working directory inside the container (`--container-workdir`); empty = the checkout."""
+
+
 class Launcher(Strict):
     kind: Literal["local", "torchrun", "slurm"] = "local"
     """How processes start: 'local' (one process), 'torchrun' (N per node), 'slurm' (sbatch/srun)."""
@@ -68,11 +82,14 @@ class Launcher(Strict):
     account: str = ""
     """Slurm account (`--account`); empty = none."""
     time_limit_min: int = Field(240, ge=1)
-    """Wall-clock limit of one job, minutes (`--time`)."""
-    container_image: str = ""
-    """enroot/pyxis image (`srun --container-image`); empty = run on the host."""
-    container_mounts: list[str] = []
-    """`SRC:DST` bind mounts for the container."""
+    """Wall-clock limit of one run, minutes (`--time`; an allocation running N runs in sequence
+    asks for N times this)."""
+    runs_as: Literal["sequence", "array"] = "sequence"
+    """How `--runs N` is submitted on Slurm: 'sequence' = one allocation running the N runs one
+    after another (as NVIDIA's run.sub: one wait in the queue); 'array' = a job array of N
+    one-run jobs (`sbatch --array`), for clusters that limit job length or prefer small jobs."""
+    container: Container | None = None
+    """Run the ranks in this container (pyxis); absent = on the host."""
     env: dict[str, str] = {}
     """Environment for every rank (NCCL_*, UCX_*, CUDA_DEVICE_MAX_CONNECTIONS, ...)."""
     switches: int = Field(0, ge=0)

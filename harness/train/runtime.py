@@ -111,6 +111,11 @@ def start(plan_path: str | Path, init_process_group: bool = True) -> Runtime:
         log=MLLog(plan.log_path if rank == 0 else None, rank),
     )
 
+    if init_process_group:  # ranks.json: which host each rank runs on (harness/train/placement.py)
+        from harness.train import placement
+
+        placement.record(rt)
+
     if plan.resume_from:  # `mlperf run --resume`: continue the log, no second prologue
         rt.log.resume(resume_marker(plan.run_dir))
 

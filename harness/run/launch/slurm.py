@@ -1,16 +1,21 @@
-"""Slurm: one sbatch job per run (each with its own plan and seed), followed until it ends.
+"""Slurm: the runs of one `mlperf run` as ONE sbatch job, followed until it ends.
 
-    render   RUN_DIR/job.sbatch (harness/run/launch/sbatch.py), the job's readable artifact
-    submit   sbatch --parsable RUN_DIR/job.sbatch  -> job id (also written to RUN_DIR/slurm_job_id)
-    follow   squeue -h -t all -j J1,J2,..  every POLL_S; on a terminal state read ExitCode from
-             `scontrol show job J` (test clusters have no accounting, so no sacct)
-    Ctrl-C   scancel the pending jobs; SIGINT the running steps (torchrun forwards it, ranks stop
-             at a step boundary and log run_stop aborted); after GRACE_S, scancel (SIGTERM, then
-             SIGKILL after the cluster's KillWait); re-raise KeyboardInterrupt
+    render   the allocation's script (harness/run/launch/sbatch.py), written to every RUN_DIR/job.sbatch
+    submit   sbatch --parsable job.sbatch -> job id (RUN_DIR/slurm_job_id: J, or J_k in an array)
+             launcher.runs_as: sequence  one allocation runs the N runs one after another (one
+                                         wait in the queue, as NVIDIA's run.sub)
+                               array     a job array, task k runs run k (one allocation each)
+    follow   squeue -h -r -t all -j J every POLL_S; a run has ended when the script has written
+             RUN_DIR/exit_code; runs the job ended without one (killed, never started) get the
+             job's ExitCode from `scontrol show job` (test clusters have no slurmdbd; `sacct -c`
+             works where jobcomp/filetxt is set, as in .ci/slurm-up.sh)
+    Ctrl-C   scancel the pending job; SIGINT to the batch shell (it starts no further run) and
+             to the running step (torchrun forwards it, ranks stop at a step boundary and log
+             run_stop aborted); after GRACE_S, scancel (SIGTERM, then SIGKILL after the
+             cluster's KillWait); re-raise KeyboardInterrupt
 
-Runs are independent jobs rather than an array: every run already has its own folder, plan and
-seed, and `scancel`/`squeue` on plain ids needs no array-index bookkeeping. The training
-processes belong to slurmd, not to `mlperf run`, so nothing of ours is orphaned by a cancel.
+The training processes belong to slurmd, not to `mlperf run`, so nothing of ours is orphaned by a
+cancel; srun's --kill-on-bad-exit ends every node's ranks when one node's fail.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import time
 from pathlib import Path
 
 from harness.core.errors import ConfigError, HarnessError
+from harness.core.files import atomic_write
+from harness.core.runfolder import EXIT_CODE_FILE
 from harness.core.runplan import RunPlan
 from harness.run.launch import sbatch
 
@@ -101,74 +108,96 @@ class SlurmLauncher:
     def __init__(self, apply_tuning: bool = False):
         self.apply_tuning = apply_tuning
 
-    def script(self, plan: RunPlan, system, entry: str) -> str:
-        return sbatch.render(plan, system, entry, apply_tuning=self.apply_tuning)
+    def script(self, plans: list[RunPlan], system, entry: str) -> str:
+        return sbatch.render(plans, system, entry, apply_tuning=self.apply_tuning)
 
     def describe(self, plans, system, entry) -> str:
-        text = self.script(plans[0], system, entry)
-        if len(plans) > 1:
-            more = "run 2" if len(plans) == 2 else f"runs 2..{len(plans)}"
-            text += f"# ... {more}: one job each, the same script with its own RUN_DIR (plan.json, seed)\n"
-        return text
+        return self.script(plans, system, entry)
 
     def run(self, plans, system, entry, monitor) -> None:
-        for plan in plans:  # refuse bad descriptors before anything is submitted
-            self.script(plan, system, entry)
+        text = self.script(plans, system, entry)  # refuse bad descriptors before anything is submitted
         preflight(system)
-        jobs: dict[str, RunPlan] = {}
+        array = system.launcher.runs_as == "array" and len(plans) > 1
+        job_id = None
         try:
             for plan in plans:
-                path = Path(plan.run_dir) / "job.sbatch"
-                path.write_text(self.script(plan, system, entry))
-                path.chmod(0o755)
-                out = _slurm("sbatch", "--parsable", str(path)).stdout.strip()
-                job_id = out.split(";")[0]
-                if not job_id.isdigit():
-                    raise HarnessError(f"slurm: sbatch answered {out!r} instead of a job id")
-                (Path(plan.run_dir) / "slurm_job_id").write_text(job_id + "\n")
-                jobs[job_id] = plan
-                _status(monitor, plan, f"slurm job {job_id} submitted")
-            self._follow(jobs, monitor)
+                d = Path(plan.run_dir)
+                (d / EXIT_CODE_FILE).unlink(missing_ok=True)  # a resumed run's earlier end
+                atomic_write(d / "job.sbatch", text)
+            out = _slurm("sbatch", "--parsable", str(Path(plans[0].run_dir) / "job.sbatch")).stdout.strip()
+            job_id = out.split(";")[0]
+            if not job_id.isdigit():
+                raise HarnessError(f"slurm: sbatch answered {out!r} instead of a job id")
+            for k, plan in enumerate(plans):
+                atomic_write(
+                    Path(plan.run_dir) / "slurm_job_id", (f"{job_id}_{k}" if array else job_id) + "\n"
+                )
+            how = "a job array" if array else ("one allocation" if len(plans) > 1 else "")
+            _status(monitor, plans[0], f"slurm job {job_id} submitted" + (f" ({how})" if how else ""))
+            self._follow(job_id, plans, array, monitor)
         except BaseException:  # Ctrl-C above all, but no error of ours may leave jobs running
-            cancel(list(jobs))
+            if job_id:
+                cancel([job_id])
             raise
 
-    def _follow(self, jobs: dict[str, RunPlan], monitor) -> None:
-        live = dict(jobs)
+    def _follow(self, job_id: str, plans: list[RunPlan], array: bool, monitor) -> None:
+        """Report each run as soon as its exit code is recorded; when the job has ended, the runs
+        that recorded none (killed, cancelled, never started) get the job's (array task's) code."""
+        live = list(plans)
         seen: dict[str, str] = {}
         failures = 0
         while live:
-            p = _slurm("squeue", "-h", "-t", "all", "-j", ",".join(live), "-o", "%i %T %M", check=False)
+            p = _slurm("squeue", "-h", "-r", "-t", "all", "-j", job_id, "-o", "%i %T %M", check=False)
             if p.returncode != 0 and "Invalid job id" not in p.stderr:
                 failures += 1  # slurmctld busy or restarting: keep asking for a while
                 if failures * POLL_S > CLIENT_TIMEOUT_S:
                     raise HarnessError(
-                        f"slurm: squeue keeps failing ({_first_line(p.stderr)}); jobs "
-                        f"{', '.join(live)} are still in Slurm's hands"
+                        f"slurm: squeue keeps failing ({_first_line(p.stderr)}); job {job_id} is "
+                        f"still in Slurm's hands"
                     )
                 time.sleep(POLL_S)
                 continue
             failures = 0
-            listed = {}
+            rows = {}
             for line in p.stdout.splitlines():
                 parts = line.split()
                 if len(parts) >= 2:
-                    listed[parts[0]] = (parts[1], parts[2] if len(parts) > 2 else "")
-            for job_id, plan in list(live.items()):
-                state, elapsed = listed.get(job_id, ("GONE", ""))
-                if state in ("RUNNING", "COMPLETING"):
-                    monitor.poll(plan)
-                if seen.get(job_id) != state and state != "GONE":
-                    seen[job_id] = state
-                    _status(monitor, plan, f"slurm job {job_id} {state.lower()} {elapsed}".rstrip())
-                if state in TERMINAL or state == "GONE":
-                    final, rc = job_state(job_id)
-                    monitor.poll(plan)
-                    _status(monitor, plan, f"slurm job {job_id} {final.lower()} (exit {rc})")
-                    del live[job_id]
-                    monitor.finished(plan, rc)
+                    rows[parts[0]] = (parts[1], parts[2] if len(parts) > 2 else "")
+            for row, (state, elapsed) in rows.items():
+                if seen.get(row) != state:
+                    seen[row] = state
+                    _status(monitor, live[0], f"slurm job {row} {state.lower()} {elapsed}".rstrip())
+            ended = all(state in TERMINAL for state, _ in rows.values())
+            for plan in list(live):
+                rc = _exit_code(plan)
+                task = f"{job_id}_{plans.index(plan)}" if array else job_id
+                if rc is None and ended:
+                    final, rc = job_state(task)
+                    rc = rc or 1  # the job ended, this run never said how
+                    _status(
+                        monitor, plan, f"slurm job {task} {final.lower()} without an exit code (exit {rc})"
+                    )
+                if rc is None:
+                    if Path(plan.log_path).exists():
+                        monitor.poll(plan)
+                    continue
+                monitor.poll(plan)
+                _status(monitor, plan, f"ended in slurm job {task} (exit {rc})")
+                live.remove(plan)
+                monitor.finished(plan, rc)
             if live:
                 time.sleep(POLL_S)
+        if not array:  # an array's tasks were reported one by one
+            final, rc = job_state(job_id)
+            _status(monitor, plans[-1], f"slurm job {job_id} {final.lower()} (exit {rc})")
+
+
+def _exit_code(plan: RunPlan) -> int | None:
+    """The run's exit code as the job script recorded it, or None while it has not ended."""
+    try:
+        return int((Path(plan.run_dir) / EXIT_CODE_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return None
 
 
 def _status(monitor, plan, text: str) -> None:
@@ -186,6 +215,8 @@ def cancel(job_ids: list[str], grace_s: float = GRACE_S) -> None:
     try:
         ids = ",".join(job_ids)
         _slurm("scancel", "--state=PENDING", *job_ids, check=False)
+        # The batch shell first (its trap starts no further run), then the running step.
+        _slurm("scancel", "--batch", "--signal=INT", *job_ids, check=False)
         _slurm("scancel", "--signal=INT", *job_ids, check=False)
         if not _wait_gone(ids, grace_s):
             _slurm("scancel", *job_ids, check=False)

@@ -27,7 +27,7 @@ def awk_program(racks: list[list[str]]) -> str:
     """An awk program (stdin: one allocated host per line) printing the hosts in rack order.
 
     The table of hosts is embedded as a `case`-free lookup built from a here-string in BEGIN;
-    host names are validated ids (see sbatch.check_value), so they need no escaping in awk.
+    host names are validated ids (see script_values.check_value), so they need no escaping in awk.
     """
     table = " ".join(f"{h}:{r}:{i}" for r, rack in enumerate(racks) for i, h in enumerate(rack))
     unknown = len(racks)
