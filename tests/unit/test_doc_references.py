@@ -10,7 +10,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 # (not systems/: docs also name <org>/systems/<system>.json inside result trees)
 ROOTS = ("harness", "benchmarks", "reference_impls", "tests", "bench", ".ci")
-PATH_RE = re.compile(r"(?<![\w./-])((?:%s)/[\w./-]*\w)" % "|".join(re.escape(r) for r in ROOTS))
+_ROOTS_RE = "|".join(re.escape(r) for r in ROOTS)
+PATH_RE = re.compile(rf"(?<![\w./-])((?:{_ROOTS_RE})/[\w./-]*\w)")
 MODULE_RE = re.compile(r"(?<![\w./-])((?:harness|benchmarks|reference_impls)(?:\.\w+)+)")
 
 
