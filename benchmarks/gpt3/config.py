@@ -16,7 +16,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from benchmarks.base import BenchmarkConfig
+from benchmarks.base import BenchmarkConfig, Switch
 
 
 class Gpt3Config(BenchmarkConfig):
@@ -87,14 +87,27 @@ class Gpt3Config(BenchmarkConfig):
     precision: Literal["fp32", "bf16"] = "bf16"
     """Compute dtype; the CPU path runs fp32."""
 
-    GPU_ONLY: ClassVar[tuple[str, ...]] = (
-        "fp8",
-        "cuda_graphs",
-        "distributed_optimizer",
-        "sequence_parallel",
-        "tp_comm_overlap",
-        "overlap_param_gather",
-    )
+    SWITCHES: ClassVar[dict[str, Switch]] = {
+        "fp8": Switch(("gpu",), "Transformer Engine FP8 (hybrid e4m3/e5m2) needs CUDA"),
+        "cuda_graphs": Switch(("gpu",), "megatron's per-layer CUDA graphs need CUDA and Transformer Engine"),
+        # TODO(gpt3layouts): CPU-honoured once the gloo path for these three lands (issue 12).
+        "distributed_optimizer": Switch(("gpu",), "megatron's distributed optimizer is not yet wired on CPU"),
+        "sequence_parallel": Switch(
+            ("gpu",), "sequence parallelism is not yet wired on CPU", min_degree=(("tp", 2),)
+        ),
+        "overlap_param_gather": Switch(
+            ("gpu",), "its param all-gather is not yet wired on CPU", needs=("distributed_optimizer",)
+        ),
+        "tp_comm_overlap": Switch(
+            ("gpu",), "Transformer Engine userbuffers need CUDA", needs=("sequence_parallel",)
+        ),
+        "overlap_grad_reduce": Switch(("cpu", "gpu"), ""),
+        "activation_recompute": Switch(("cpu", "gpu"), "", off="none"),
+        "precision": Switch(("gpu",), "the CPU path computes in fp32", off="fp32"),
+        "context_parallel_size": Switch(
+            ("gpu",), "megatron-core runs context parallelism only in Transformer Engine attention", off=1
+        ),
+    }
     SUPPORTS: ClassVar[tuple[str, ...]] = ("tp", "pp", "vp", "cp")
 
     @model_validator(mode="after")

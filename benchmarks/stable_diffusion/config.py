@@ -15,7 +15,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from benchmarks.base import BenchmarkConfig
+from benchmarks.base import BenchmarkConfig, Switch
 
 
 class StableDiffusionConfig(BenchmarkConfig):
@@ -125,13 +125,16 @@ class StableDiffusionConfig(BenchmarkConfig):
     precision: Literal["fp32", "fp16", "bf16"] = "fp16"
     """UNet compute dtype under autocast (reference: fp16 AMP); the CPU path runs fp32."""
 
-    GPU_ONLY: ClassVar[tuple[str, ...]] = (
-        "fp8",
-        "cuda_graphs",
-        "flash_attention",
-        "channels_last",
-        "distributed_optimizer",
-    )
+    SWITCHES: ClassVar[dict[str, Switch]] = {
+        "fp8": Switch((), "the UNet has no FP8 path; NVIDIA's v4.0 SD records trained it in fp16"),
+        "cuda_graphs": Switch(("gpu",), "torch.compile reduce-overhead captures CUDA graphs on CUDA only"),
+        "flash_attention": Switch(
+            ("gpu",), "the flash SDPA kernel is a CUDA fp16/bf16 kernel", needs=("precision",)
+        ),
+        "channels_last": Switch(("gpu",), "NHWC is applied for CUDA convolutions only"),
+        "distributed_optimizer": Switch(("gpu",), "ZeroRedundancyOptimizer is enabled on CUDA only"),
+        "precision": Switch(("gpu",), "autocast and the fp16 grad scaler are applied on CUDA only", off="fp32"),
+    }
     SUPPORTS: ClassVar[tuple[str, ...]] = ()
 
     @model_validator(mode="after")
