@@ -133,7 +133,9 @@ class StableDiffusionConfig(BenchmarkConfig):
         ),
         "channels_last": Switch(("gpu",), "NHWC is applied for CUDA convolutions only"),
         "distributed_optimizer": Switch(("gpu",), "ZeroRedundancyOptimizer is enabled on CUDA only"),
-        "precision": Switch(("gpu",), "autocast and the fp16 grad scaler are applied on CUDA only", off="fp32"),
+        "precision": Switch(
+            ("gpu",), "autocast and the fp16 grad scaler are applied on CUDA only", off="fp32"
+        ),
     }
     SUPPORTS: ClassVar[tuple[str, ...]] = ()
 

@@ -35,7 +35,9 @@ def check(bench: str, cfg, provenance: dict[str, str], system_name: str, kind: s
         src = provenance.get(name, "default")
         undo = f"--set {name}={_show(sw.off)}"
         if not sw.on:
-            raise ConfigError(f"{set_} ({src}): the {bench} implementation has no such path ({sw.why}); {undo}")
+            raise ConfigError(
+                f"{set_} ({src}): the {bench} implementation has no such path ({sw.why}); {undo}"
+            )
         if kind not in sw.on:
             need = " or ".join(k.upper() for k in sw.on)
             raise ConfigError(

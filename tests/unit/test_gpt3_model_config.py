@@ -34,7 +34,14 @@ def test_cpu_config_is_fp32_local_and_gpu_switches_are_refused(tmp_path):
     t = gm.transformer_config(cfg, plan.layout, "cpu")
     assert not t.bf16 and t.fp8 is None and not t.sequence_parallel and t.use_cpu_initialization
     with pytest.raises(ConfigError, match="distributed_optimizer=true needs a GPU"):
-        make_plans("gpt3", "cpu-local", size="tiny", sets=("distributed_optimizer=true",), results_dir=tmp_path)
+        make_plans(
+            "gpt3", "cpu-local", size="tiny", sets=("distributed_optimizer=true",), results_dir=tmp_path
+        )
     make_plans(
-        "gpt3", "dgx-h100x1", size="tiny", sets=("distributed_optimizer=true",), nproc_per_node=1, results_dir=tmp_path
+        "gpt3",
+        "dgx-h100x1",
+        size="tiny",
+        sets=("distributed_optimizer=true",),
+        nproc_per_node=1,
+        results_dir=tmp_path,
     )
