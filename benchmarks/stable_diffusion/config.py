@@ -117,7 +117,8 @@ class StableDiffusionConfig(BenchmarkConfig):
 
     # ---- GPU-only optimisations ---------------------------------------------------------------
     flash_attention: bool = False
-    """Flash attention through PyTorch SDPA's flash kernel (NVIDIA: FLASH_ATTENTION=True)."""
+    """UNet attention through PyTorch SDPA's flash kernel only, an error where it cannot run (NVIDIA:
+    FLASH_ATTENTION=True); false: PyTorch picks the kernel (flash where it can, else another)."""
     channels_last: bool = False
     """UNet activations in NHWC memory format."""
     distributed_optimizer: bool = False
