@@ -70,8 +70,11 @@ class Llama2LoraConfig(BenchmarkConfig):
     opt_adamw_weight_decay: float = 1.0e-4
     """AdamW decoupled weight decay (fixed)."""
     opt_adamw_beta_1: float = 0.9
+    """AdamW beta 1 (fixed)."""
     opt_adamw_beta_2: float = 0.999
+    """AdamW beta 2 (fixed)."""
     opt_adamw_epsilon: float = 1.0e-8
+    """AdamW epsilon (fixed)."""
 
     # ---- data, evaluation ---------------------------------------------------------------------
     dataset_dir: str = "gov_report"
