@@ -107,5 +107,5 @@ class BenchmarkConfig(Strict):
 
 
 def gpu_only(cls: type[BenchmarkConfig]) -> list[str]:
-    """The switches that only a GPU run honours (bench/gpu_check.py turns each on once)."""
+    """The switches that only a GPU run honours (the GPU acceptance script of issue 12 turns each on once)."""
     return [k for k, s in cls.SWITCHES.items() if s.on == ("gpu",)]

@@ -108,7 +108,9 @@ class GnnConfig(BenchmarkConfig):
             (), "R-GAT has no FP8 matmul path; NVIDIA's v4.0 FP8 is the feature gather, fp8_features here"
         ),
         "cuda_graphs": Switch(
-            (), "no CUDA-graph capture is implemented; NVIDIA's v4.0 R-GAT records used none either"
+            (),
+            "sampled subgraphs change shape every step, so nothing is captured; NVIDIA's v4.0 R-GAT "
+            "records used no CUDA graphs either",
         ),
         "fp8_features": Switch(("gpu",), "FP8 shrinks the host-to-GPU feature copy; a CPU run has no copy"),
         "amp": Switch(("gpu",), "bf16 autocast is applied on CUDA only"),

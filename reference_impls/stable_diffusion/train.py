@@ -122,7 +122,7 @@ def run(rt) -> tuple[bool, dict | None]:
         ddp = torch.nn.parallel.DistributedDataParallel(unet, device_ids=[rt.local_rank] if cuda else None)
     if cuda and cfg.cuda_graphs:
         ddp = torch.compile(ddp, mode="reduce-overhead")  # inductor captures the step in CUDA graphs
-    if cuda and cfg.distributed_optimizer:  # at every world size (gpu_check runs it on one GPU)
+    if cuda and cfg.distributed_optimizer:  # at every world size (the GPU check runs it on one GPU)
         from torch.distributed.optim import ZeroRedundancyOptimizer
 
         opt = ZeroRedundancyOptimizer(

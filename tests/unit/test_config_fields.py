@@ -8,7 +8,7 @@ Each field has one classification below; a field added without one fails `test_e
     data          part of the prepared data's fingerprint (manifest.py) and read by prepare/data
     fixed         the type admits one value: the only one the implementation has
     gpu           a switch only a GPU run honours: refused on CPU systems, accepted on GPU systems,
-                  read by the implementation; bench/gpu_check.py turns each on once
+                  read by the implementation; the GPU acceptance script (issue 12) turns each on
     refused       a switch the implementation has no path for: refused on every system
     unsupported   a parallel degree the implementation lacks: refused on every system (SUPPORTS)
 An entry is (kind, alternative value[, extra settings the alternative needs]).
@@ -410,7 +410,7 @@ def test_every_field_has_a_docstring(bench):
 
 @pytest.mark.parametrize("bench", list(FIELDS))
 def test_switch_declarations_match_the_classification(bench):
-    """SWITCHES (what resolve checks) and this table agree; gpu_check reads the GPU-only list."""
+    """SWITCHES (what resolve checks) and this table agree; gpu_only() is what the GPU check turns on."""
     cls = benchmarks.config_class(bench)
     kinds = {f: _entry(bench, f)[0] for f in FIELDS[bench]}
     assert set(gpu_only(cls)) == {f for f, k in kinds.items() if k == "gpu"}
