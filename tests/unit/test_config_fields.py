@@ -1,17 +1,7 @@
 """Every field of every benchmark config is honoured or refused: no silent switches (issue 12).
 
-Each field has one classification below; a field added without one fails `test_every_field_is_classified`.
-    build:<part>  toggled, it changes an object the implementation builds (probes below, unit-level)
-    plan          toggled by --set, it changes the resolved plan's layout (and so the launch)
-    via:<attr>    it changes a value the config derives (`cfg.<attr>`), which the implementation reads
-    read          the training loop (or prepare) reads it; its effect shows only in a run (AST check)
-    data          part of the prepared data's fingerprint (manifest.py) and read by prepare/data
-    fixed         the type admits one value: the only one the implementation has
-    gpu           a switch only a GPU run honours: refused on CPU systems, accepted on GPU systems,
-                  read by the implementation; the GPU acceptance script (issue 12) turns each on
-    refused       a switch the implementation has no path for: refused on every system
-    unsupported   a parallel degree the implementation lacks: refused on every system (SUPPORTS)
-An entry is (kind, alternative value[, extra settings the alternative needs]).
+Each field has one classification in config_fields_table.py (kinds explained there); a field added
+without one fails `test_every_field_is_classified`. Unit-level only: tiny objects, no training.
 """
 
 from __future__ import annotations
@@ -25,6 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from config_fields_table import FIELDS
 
 import benchmarks
 from benchmarks.base import gpu_only
@@ -36,200 +27,6 @@ from harness.resolve.runplans import resolve_runs
 REPO = Path(__file__).resolve().parents[2]
 GPU_SYSTEM = "dgx-h100x1"  # one node of 8; --nproc-per-node picks 1 or 2 ranks
 
-BASE = {
-    "global_batch_size": ("plan", None),  # per-benchmark alternatives below
-    "micro_batch_size": ("plan", None),
-    "seed_offset": ("read", 1),
-    "tensor_model_parallel_size": ("unsupported", 2),
-    "pipeline_model_parallel_size": ("unsupported", 2),
-    "virtual_pipeline_model_parallel_size": ("unsupported", 2),
-    "context_parallel_size": ("unsupported", 2),
-    "fp8": ("refused", True),
-    "cuda_graphs": ("refused", True),
-}
-
-FIELDS = {
-    "gpt3": {
-        **BASE,
-        "global_batch_size": ("plan", 32),
-        "micro_batch_size": ("plan", 8),
-        "tensor_model_parallel_size": ("plan", 2),
-        "pipeline_model_parallel_size": ("plan", 2),
-        "virtual_pipeline_model_parallel_size": (
-            "plan",
-            2,
-            {"pipeline_model_parallel_size": 2, "num_layers": 4, "micro_batch_size": 8},
-        ),
-        "context_parallel_size": ("gpu", 2),
-        "fp8": ("gpu", True),
-        "cuda_graphs": ("gpu", True),
-        "num_layers": ("build:tcfg", 4),
-        "hidden_size": ("build:tcfg", 128),
-        "num_attention_heads": ("build:tcfg", 8),
-        "ffn_hidden_size": ("build:tcfg", 128),
-        "init_method_std": ("build:tcfg", 0.05),
-        "dropout": ("build:tcfg", 0.1),
-        "activation_recompute": ("build:tcfg", "full"),
-        "max_sequence_length": ("build:model", 32),
-        "vocab_size": ("build:model", 128),
-        "opt_name": ("fixed", "sgd"),
-        "opt_learning_rate_decay_schedule": ("fixed", "linear"),
-        "opt_base_learning_rate": ("build:optim", 1e-3),
-        "opt_adam_beta_1": ("build:optim", 0.8),
-        "opt_adam_beta_2": ("build:optim", 0.9),
-        "opt_adam_epsilon": ("build:optim", 1e-6),
-        "opt_weight_decay": ("build:optim", 0.01),
-        "opt_gradient_clip_norm": ("build:optim", 0.5),
-        "opt_end_learning_rate": ("build:sched", 1e-5),
-        "opt_learning_rate_warmup_steps": ("build:sched", 5),
-        "opt_learning_rate_decay_steps": ("build:sched", 300),
-        "reference_global_batch_size": ("build:sched", 32),
-        "reference_warmup_steps": ("build:sched", 20),
-        "reference_decay_steps": ("build:sched", 300),
-        "reference_checkpoint_step": ("data", 100),
-        "init_checkpoint_step": ("read", 20),
-        "eval_interval_samples": ("via:eval_interval_steps", 768),
-        "eval_samples": ("data", 128),
-        "train_samples_cap": ("read", 1000),
-        "checkpoint_interval_steps": ("read", 0),
-        "overlap_grad_reduce": ("build:ddp", False),
-        "precision": ("gpu", "bf16"),
-        # TODO(gpt3layouts): distributed_optimizer, sequence_parallel and overlap_param_gather become
-        # CPU-honoured (kind build:ddp / build:tcfg) when the gloo path lands; SWITCHES follows.
-        "distributed_optimizer": ("gpu", True),
-        "sequence_parallel": ("gpu", True, {"tensor_model_parallel_size": 2}),
-        "overlap_param_gather": ("gpu", True, {"distributed_optimizer": True}),
-        "tp_comm_overlap": ("gpu", True, {"sequence_parallel": True, "tensor_model_parallel_size": 2}),
-    },
-    "llama2_70b_lora": {
-        **BASE,
-        "global_batch_size": ("plan", 16),
-        "micro_batch_size": ("plan", 4),
-        "context_parallel_size": ("gpu", 2),
-        "fp8": ("gpu", True),
-        "compile": ("gpu", True),
-        "num_layers": ("build:model", 3),
-        "hidden_size": ("build:model", 256),
-        "intermediate_size": ("build:model", 256),
-        "num_attention_heads": ("build:model", 8),
-        "num_key_value_heads": ("build:model", 4),
-        "vocab_size": ("build:model", 512),
-        "max_sequence_length": ("build:model", 192),
-        "rope_theta": ("build:model", 5e5),
-        "rms_norm_eps": ("build:model", 1e-6),
-        "lora_rank": ("build:lora", 8),
-        "lora_alpha": ("build:lora", 16),
-        "lora_dropout": ("build:lora", 0.2),
-        "lora_target_modules": ("build:lora", ["qkv_proj"]),
-        "opt_base_learning_rate": ("via:lr_at", 1e-3),
-        "opt_learning_rate_warmup_factor": ("via:lr_at", 0.1),
-        "opt_learning_rate_training_steps": ("via:lr_at", 400),
-        "eval_interval_samples": ("via:eval_interval_steps", 192),
-        # The AdamW, clipping, precision, sharding and recompute choices are made inline in
-        # train.py (no builder to call without a run), so these are proven read, not built.
-        "opt_gradient_clip_norm": ("read", 1.0),
-        "opt_adamw_weight_decay": ("read", 0.0),
-        "opt_adamw_beta_1": ("read", 0.8),
-        "opt_adamw_beta_2": ("read", 0.99),
-        "opt_adamw_epsilon": ("read", 1e-6),
-        "precision": ("read", "bf16"),
-        "activation_checkpointing": ("read", True),
-        "fsdp": ("read", False),
-        "max_steps": ("read", 10),
-        "skip_evals": ("read", 0),
-        "eval_micro_batch_size": ("read", 8),
-        "checkpoint_interval_steps": ("read", 0),
-        "dataset_dir": ("data", "other"),
-        "model_dir": ("data", "other"),
-        "train_samples": ("data", 1024),
-        "eval_samples": ("data", 32),
-        "tiny_pretrain_steps": ("data", 10),
-        "tiny_num_topics": ("data", 4),
-        "tiny_summary_length": ("data", 4),
-        "tiny_summary_noise": ("data", 0.2),
-    },
-    "gnn": {
-        **BASE,
-        "global_batch_size": ("plan", 512),
-        "micro_batch_size": ("plan", 64),
-        "fp8_features": ("gpu", True),
-        "amp": ("gpu", True),
-        "opt_name": ("fixed", "sgd"),
-        # R-GAT, its sampler and Adam are built inline in train.py: proven read.
-        "num_layers": ("read", 2, {"fan_out": [15, 10]}),
-        "hidden_channels": ("read", 32),
-        "num_heads": ("read", 2),
-        "dropout": ("read", 0.1),
-        "fan_out": ("read", [5, 5, 5]),
-        "opt_base_learning_rate": ("read", 0.01),
-        "evals_per_epoch": ("read", 10),
-        "eval_micro_batch_size": ("read", 100),
-        "max_epochs": ("read", 1.0),
-        "checkpoint_interval_steps": ("read", 0),
-        "in_channels": ("data", 16),
-        "num_classes": ("data", 2983),
-        "dataset_size": ("data", "other"),
-        "num_nodes": ("data", {"paper": 100, "author": 100, "institute": 10, "fos": 10}),
-        "num_labeled_papers": ("data", 100),
-        "train_frac": ("data", 0.5),
-        "validation_frac": ("data", 0.1),
-        "split_seed": ("data", 1),
-        "synth_edges_per_paper": ("data", {"cites": 1.0}),
-        "synth_homophily": ("data", 0.5),
-        "synth_feature_noise": ("data", 1.0),
-        "synth_seed": ("data", 1),
-    },
-    "stable_diffusion": {
-        **BASE,
-        "global_batch_size": ("plan", 64),
-        "micro_batch_size": ("plan", 16),
-        "cuda_graphs": ("gpu", True),
-        "flash_attention": ("gpu", True, {"precision": "fp16"}),
-        "channels_last": ("gpu", True),
-        "distributed_optimizer": ("gpu", True),
-        "precision": ("gpu", "fp16"),
-        "unet_block_out_channels": ("build:unet", [32, 32]),
-        "unet_layers_per_block": ("build:unet", 2),
-        "unet_attention_head_dim": ("build:unet", [2, 4]),
-        "unet_norm_num_groups": ("build:unet", 8),
-        "cross_attention_dim": ("build:unet", 64),
-        "latent_channels": ("build:unet", 8),
-        "latent_size": ("build:unet", 16),
-        "num_train_timesteps": ("build:noise", 500),
-        "beta_start": ("build:noise", 0.001),
-        "beta_end": ("build:noise", 0.02),
-        "sampling_timestep_spacing": ("build:sampler", "leading"),
-        "prediction_type": ("fixed", "epsilon"),
-        "opt_name": ("fixed", "sgd"),
-        "base_lr_per_image": ("build:optim", 1e-5),
-        "opt_base_learning_rate": ("build:optim", 1e-3),
-        "opt_adamw_beta_1": ("build:optim", 0.8),
-        "opt_adamw_beta_2": ("build:optim", 0.99),
-        "opt_adamw_epsilon": ("build:optim", 1e-6),
-        "opt_adamw_weight_decay": ("build:optim", 0.1),
-        "opt_learning_rate_warmup_steps": ("build:lr", 5),
-        "checkpoint_every_images": ("via:checkpoint_interval_steps", 6400),
-        "vae_scale_factor": ("read", 0.5),
-        "vae_shift_factor": ("read", 0.1),
-        "resumable_checkpoint_interval_steps": ("read", 0),
-        "eval_start_images": ("read", 0),
-        "train_samples_cap": ("read", 1000),
-        "eval_batch_size": ("read", 10),
-        "sampling_steps": ("read", 5),
-        "guidance_scale": ("read", 2.0),
-        "eval_seed": ("read", 1),
-        "text_encoder": ("data", "openclip-vit-h-14"),
-        "text_max_length": ("data", 16),
-        "train_samples": ("data", 100),
-        "eval_samples": ("data", 30),
-        "train_shards": ("data", "x"),
-        "eval_captions": ("data", "x.tsv"),
-        "fid_stats": ("data", "x.npz"),
-        "sd_checkpoint": ("data", "x"),
-        "clip_text_checkpoint": ("data", "x"),
-        "inception_checkpoint": ("data", "x"),
-    },
-}
 CASES = [(b, f) for b, table in FIELDS.items() for f in table]
 
 
