@@ -10,6 +10,7 @@ parallel degrees, so `--set` speaks the submitters' vocabulary.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
@@ -58,6 +59,24 @@ class BenchmarkDef(Strict):
     sizes: list[Literal["tiny", "full"]] = ["tiny", "full"]
 
 
+@dataclass(frozen=True)
+class Switch:
+    """Where an implementation honours one optimisation switch. Any value but `off` is refused
+    (exit 2, one line) by harness/resolve/switches.py where it would have no effect: on a device
+    kind not in `on`, without a switch it `needs`, or below a layout degree in `min_degree`."""
+
+    on: tuple[Literal["cpu", "gpu"], ...]
+    """Accelerator kinds whose code path honours a value other than `off`; () = not implemented."""
+    why: str
+    """Why it is refused where it is (one clause: what the code lacks or what NVIDIA's record used)."""
+    off: Any = False
+    """The value that asks for nothing: always accepted."""
+    needs: tuple[str, ...] = ()
+    """Other switches that must be on (not at their `off`) for this one to act."""
+    min_degree: tuple[tuple[str, int], ...] = ()
+    """Layout degrees it needs, e.g. (("tp", 2),): sequence parallelism splits over TP ranks."""
+
+
 class BenchmarkConfig(Strict):
     """Layout, batch and optimisation switches shared by all four benchmarks."""
 
@@ -74,13 +93,19 @@ class BenchmarkConfig(Strict):
     context_parallel_size: int = Field(1, ge=1)
     """CP degree: the sequence split across ranks (long-sequence attention)."""
     fp8: bool = False
-    """FP8 matmuls through Transformer Engine (GPU only)."""
+    """FP8 matmuls (GPU only; each benchmark's SWITCHES says how, or that it has none)."""
     cuda_graphs: bool = False
-    """Capture the step in CUDA graphs (GPU only)."""
+    """Capture the step in CUDA graphs (GPU only; each benchmark's SWITCHES says how, or that it has none)."""
     seed_offset: int = 0
     """Added to the run seed for data order (kept 0 except for debugging)."""
 
-    # Subclasses list which of their switches need a GPU, and which layout degrees they support.
-    GPU_ONLY: ClassVar[tuple[str, ...]] = ("fp8", "cuda_graphs")
+    # Every optimisation switch of the benchmark (fp8 and cuda_graphs included) and where its
+    # implementation honours it; checked in ONE place, harness/resolve/switches.py.
+    SWITCHES: ClassVar[dict[str, Switch]] = {}
     # Parallel degrees beyond DP that the implementation supports (e.g. ("tp", "pp", "vp", "cp")).
     SUPPORTS: ClassVar[tuple[str, ...]] = ()
+
+
+def gpu_only(cls: type[BenchmarkConfig]) -> list[str]:
+    """The switches that only a GPU run honours (the GPU acceptance script of issue 12 turns each on once)."""
+    return [k for k, s in cls.SWITCHES.items() if s.on == ("gpu",)]

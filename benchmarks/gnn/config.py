@@ -15,7 +15,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from benchmarks.base import BenchmarkConfig
+from benchmarks.base import BenchmarkConfig, Switch
 
 # IGBH-Full node counts (the reference's dataset.py / IGB paper); the loader checks files against them.
 IGBH_FULL_NODES = {
@@ -103,7 +103,18 @@ class GnnConfig(BenchmarkConfig):
     amp: bool = False
     """bf16 autocast for the model on CUDA (NVIDIA AMP=1)."""
 
-    GPU_ONLY: ClassVar[tuple[str, ...]] = ("fp8", "cuda_graphs", "fp8_features", "amp")
+    SWITCHES: ClassVar[dict[str, Switch]] = {
+        "fp8": Switch(
+            (), "R-GAT has no FP8 matmul path; NVIDIA's v4.0 FP8 is the feature gather, fp8_features here"
+        ),
+        "cuda_graphs": Switch(
+            (),
+            "sampled subgraphs change shape every step, so nothing is captured; NVIDIA's v4.0 R-GAT "
+            "records used no CUDA graphs either",
+        ),
+        "fp8_features": Switch(("gpu",), "FP8 shrinks the host-to-GPU feature copy; a CPU run has no copy"),
+        "amp": Switch(("gpu",), "bf16 autocast is applied on CUDA only"),
+    }
     SUPPORTS: ClassVar[tuple[str, ...]] = ()
 
     @model_validator(mode="after")

@@ -16,7 +16,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from benchmarks.base import BenchmarkConfig
+from benchmarks.base import BenchmarkConfig, Switch
 
 
 class Gpt3Config(BenchmarkConfig):
@@ -26,6 +26,7 @@ class Gpt3Config(BenchmarkConfig):
     hidden_size: int = Field(12288, ge=8)
     """Model width d."""
     num_attention_heads: int = Field(96, ge=1)
+    """Attention heads (head width = hidden_size / heads)."""
     ffn_hidden_size: int = Field(49152, ge=8)
     """MLP width (4 d, GELU)."""
     max_sequence_length: int = Field(2048, ge=8)
@@ -33,31 +34,43 @@ class Gpt3Config(BenchmarkConfig):
     vocab_size: int = Field(50257, ge=8)
     """Vocabulary (C4 SentencePiece model at full size)."""
     init_method_std: float = 0.006
+    """Std of the normal weight init (megatron init_method_std; matters only where no checkpoint loads)."""
     dropout: float = 0.0
+    """Hidden and attention dropout (the reference trains without dropout)."""
 
     # ---- optimizer and schedule (log keys) ---------------------------------------------------
-    opt_name: str = "adam"
+    opt_name: Literal["adam"] = "adam"
+    """Logged `opt_name`; megatron's Adam with decoupled weight decay is the only optimizer built."""
     opt_base_learning_rate: float = 2.0e-5
     """Peak LR. Closed: 2e-5 (GBS <= 3072) or 3e-5 (GBS >= 4096)."""
     opt_end_learning_rate: float | None = None
     """Floor of the cosine decay; default 10 % of the base LR."""
     opt_learning_rate_warmup_steps: int | None = None
-    """Default ceil(reference_warmup_steps x reference_global_batch_size / GBS)."""
+    """Linear warmup steps from 0 to the peak LR; default ceil(reference_warmup_steps x reference_global_batch_size / GBS)."""
     opt_learning_rate_decay_steps: int | None = None
-    """Default ceil(reference_decay_steps x reference_global_batch_size / GBS)."""
-    opt_learning_rate_decay_schedule: str = "cosine with linear warmup"
+    """Steps of the cosine decay to the end LR (counted from step 0); default ceil(reference_decay_steps x reference_global_batch_size / GBS)."""
+    opt_learning_rate_decay_schedule: Literal["cosine with linear warmup"] = "cosine with linear warmup"
+    """Logged schedule name; the only schedule built (megatron's OptimizerParamScheduler, cosine)."""
     opt_adam_beta_1: float = 0.9
+    """Adam beta 1 (fixed)."""
     opt_adam_beta_2: float = 0.95
+    """Adam beta 2 (fixed)."""
     opt_adam_epsilon: float = 1.0e-8
+    """Adam epsilon (fixed)."""
     opt_weight_decay: float = 0.1
+    """Decoupled weight decay, constant over the run (fixed)."""
     opt_gradient_clip_norm: float = 1.0
+    """Global gradient-norm clip (fixed)."""
     init_checkpoint_step: int | None = None
     """Step of the starting checkpoint at this GBS; default ceil(reference_checkpoint_step x ref GBS / GBS)."""
 
     # ---- rule constants (the reference's numbers at its GBS) ---------------------------------
     reference_global_batch_size: int = 1536
+    """The GBS the reference's step counts below are given at (tiny: the tiny checkpoint's GBS)."""
     reference_warmup_steps: int = 265
+    """Warmup steps at the reference GBS; scaled to this GBS for opt_learning_rate_warmup_steps."""
     reference_decay_steps: int = 108600
+    """Decay steps at the reference GBS; scaled to this GBS for opt_learning_rate_decay_steps."""
     reference_checkpoint_step: int = 4000
     """The checkpoint is at 4000 steps x 1536 = 6,144,000 sequences."""
 
@@ -65,36 +78,51 @@ class Gpt3Config(BenchmarkConfig):
     eval_interval_samples: int = 24576
     """Evaluate every ceil(eval_interval_samples / GBS) steps."""
     eval_samples: int = 11590004
-    """Validation tokens... as logged (`eval_samples`); tiny: validation sequences."""
+    """Logged `eval_samples` (full: the reference's count; the validation set is the whole C4
+    validation subset). Tiny: the validation sequences that `prepare` writes."""
     train_samples_cap: int = 20_000_000
     """Stop (aborted) after this many training sequences without reaching the target."""
     checkpoint_interval_steps: int = Field(1000, ge=0)
     """Resumable checkpoint (`mlperf run --resume`) at the first eval boundary after every N steps;
     0 = never. Full: 1000 as submitters do; tiny: a few seconds' worth."""
 
-    # ---- GPU-only optimisations ---------------------------------------------------------------
+    # ---- performance switches (where each is honoured: SWITCHES below) ------------------------
     distributed_optimizer: bool = False
     """Shard optimizer state over DP ranks (megatron distributed optimizer)."""
     sequence_parallel: bool = False
-    """Megatron sequence parallelism with TP (needs TE/Apex norms)."""
+    """Megatron sequence parallelism: activations outside attention/MLP split over the TP ranks (TP >= 2)."""
     tp_comm_overlap: bool = False
-    """Overlap TP collectives with GEMMs (userbuffers)."""
+    """Overlap TP collectives with GEMMs (Transformer Engine userbuffers; needs sequence_parallel)."""
     overlap_grad_reduce: bool = True
     """Overlap the DP gradient reduce-scatter with backward."""
     overlap_param_gather: bool = False
-    """Overlap the distributed optimizer's param all-gather with forward."""
+    """Overlap the distributed optimizer's param all-gather with forward (needs distributed_optimizer)."""
     activation_recompute: Literal["none", "selective", "full"] = "none"
+    """Megatron activation recompute: 'selective' (core attention) or 'full' (every layer, uniform)."""
     precision: Literal["fp32", "bf16"] = "bf16"
-    """Compute dtype; the CPU path runs fp32."""
+    """Compute dtype (params and activations); bf16 only on GPU systems, the CPU path computes in fp32."""
 
-    GPU_ONLY: ClassVar[tuple[str, ...]] = (
-        "fp8",
-        "cuda_graphs",
-        "distributed_optimizer",
-        "sequence_parallel",
-        "tp_comm_overlap",
-        "overlap_param_gather",
-    )
+    SWITCHES: ClassVar[dict[str, Switch]] = {
+        "fp8": Switch(("gpu",), "Transformer Engine FP8 (hybrid e4m3/e5m2) needs CUDA"),
+        "cuda_graphs": Switch(("gpu",), "megatron's per-layer CUDA graphs need CUDA and Transformer Engine"),
+        # TODO(gpt3layouts): CPU-honoured once the gloo path for these three lands (issue 12).
+        "distributed_optimizer": Switch(("gpu",), "megatron's distributed optimizer is not yet wired on CPU"),
+        "sequence_parallel": Switch(
+            ("gpu",), "sequence parallelism is not yet wired on CPU", min_degree=(("tp", 2),)
+        ),
+        "overlap_param_gather": Switch(
+            ("gpu",), "its param all-gather is not yet wired on CPU", needs=("distributed_optimizer",)
+        ),
+        "tp_comm_overlap": Switch(
+            ("gpu",), "Transformer Engine userbuffers need CUDA", needs=("sequence_parallel",)
+        ),
+        "overlap_grad_reduce": Switch(("cpu", "gpu"), ""),
+        "activation_recompute": Switch(("cpu", "gpu"), "", off="none"),
+        "precision": Switch(("gpu",), "the CPU path computes in fp32", off="fp32"),
+        "context_parallel_size": Switch(
+            ("gpu",), "megatron-core runs context parallelism only in Transformer Engine attention", off=1
+        ),
+    }
     SUPPORTS: ClassVar[tuple[str, ...]] = ("tp", "pp", "vp", "cp")
 
     @model_validator(mode="after")

@@ -19,7 +19,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from benchmarks.base import BenchmarkConfig
+from benchmarks.base import BenchmarkConfig, Switch
 
 
 class Llama2LoraConfig(BenchmarkConfig):
@@ -70,8 +70,11 @@ class Llama2LoraConfig(BenchmarkConfig):
     opt_adamw_weight_decay: float = 1.0e-4
     """AdamW decoupled weight decay (fixed)."""
     opt_adamw_beta_1: float = 0.9
+    """AdamW beta 1 (fixed)."""
     opt_adamw_beta_2: float = 0.999
+    """AdamW beta 2 (fixed)."""
     opt_adamw_epsilon: float = 1.0e-8
+    """AdamW epsilon (fixed)."""
 
     # ---- data, evaluation ---------------------------------------------------------------------
     dataset_dir: str = "gov_report"
@@ -113,7 +116,18 @@ class Llama2LoraConfig(BenchmarkConfig):
     compile: bool = False
     """torch.compile each decoder layer (GPU only)."""
 
-    GPU_ONLY: ClassVar[tuple[str, ...]] = ("fp8", "cuda_graphs", "compile")
+    SWITCHES: ClassVar[dict[str, Switch]] = {
+        "fp8": Switch(("gpu",), "torchao float8 training needs CUDA (H100/H200)"),
+        "cuda_graphs": Switch(
+            (), "no CUDA-graph capture is implemented; NVIDIA's v4.0 Llama 2 LoRA records used none either"
+        ),
+        "compile": Switch(("gpu",), "torch.compile of the decoder layers is set up for CUDA only"),
+        "activation_checkpointing": Switch(("cpu", "gpu"), ""),
+        "fsdp": Switch(("cpu", "gpu"), ""),
+        "context_parallel_size": Switch(
+            ("gpu",), "torch's ring attention has no CPU SDPA kernel to shard", off=1
+        ),
+    }
     SUPPORTS: ClassVar[tuple[str, ...]] = ("cp",)
 
     @model_validator(mode="after")

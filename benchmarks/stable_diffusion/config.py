@@ -15,7 +15,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from benchmarks.base import BenchmarkConfig
+from benchmarks.base import BenchmarkConfig, Switch
 
 
 class StableDiffusionConfig(BenchmarkConfig):
@@ -59,8 +59,8 @@ class StableDiffusionConfig(BenchmarkConfig):
     """The UNet predicts v = sqrt(a) eps - sqrt(1 - a) x0 (Salimans & Ho 2022), as SD v2."""
 
     # ---- optimizer and schedule (log keys) ----------------------------------------------------
-    opt_name: str = "adamw"
-    """Logged `opt_name` (fixed: adamw)."""
+    opt_name: Literal["adamw"] = "adamw"
+    """Logged `opt_name`; AdamW (or ZeRO-sharded AdamW) is the only optimizer built."""
     base_lr_per_image: float = Field(1.25e-7, gt=0)
     """NVIDIA's BASE_LR: the LR is this times GBS (reference 1.25e-7; NVIDIA records 1e-7, 1.2e-7, 8e-8)."""
     opt_base_learning_rate: float | None = None
@@ -115,23 +115,30 @@ class StableDiffusionConfig(BenchmarkConfig):
     eval_seed: int = 2023
     """Seed of the evaluation noise (the same images for every checkpoint)."""
 
-    # ---- GPU-only optimisations ---------------------------------------------------------------
+    # ---- GPU-only switches (SWITCHES below) ----------------------------------------------------
     flash_attention: bool = False
-    """Flash attention through PyTorch SDPA's flash kernel (NVIDIA: FLASH_ATTENTION=True)."""
+    """UNet attention through PyTorch SDPA's flash kernel only, an error where it cannot run (NVIDIA:
+    FLASH_ATTENTION=True); false: PyTorch picks the kernel (flash where it can, else another)."""
     channels_last: bool = False
     """UNet activations in NHWC memory format."""
     distributed_optimizer: bool = False
     """Shard AdamW state over DP ranks (ZeroRedundancyOptimizer; NVIDIA: distributed_fused_adam)."""
     precision: Literal["fp32", "fp16", "bf16"] = "fp16"
-    """UNet compute dtype under autocast (reference: fp16 AMP); the CPU path runs fp32."""
+    """UNet compute dtype under autocast, fp16 with a grad scaler (reference: fp16 AMP); fp16/bf16
+    only on GPU systems, the CPU path computes in fp32."""
 
-    GPU_ONLY: ClassVar[tuple[str, ...]] = (
-        "fp8",
-        "cuda_graphs",
-        "flash_attention",
-        "channels_last",
-        "distributed_optimizer",
-    )
+    SWITCHES: ClassVar[dict[str, Switch]] = {
+        "fp8": Switch((), "the UNet has no FP8 path; NVIDIA's v4.0 SD records trained it in fp16"),
+        "cuda_graphs": Switch(("gpu",), "torch.compile reduce-overhead captures CUDA graphs on CUDA only"),
+        "flash_attention": Switch(
+            ("gpu",), "the flash SDPA kernel is a CUDA fp16/bf16 kernel", needs=("precision",)
+        ),
+        "channels_last": Switch(("gpu",), "NHWC is applied for CUDA convolutions only"),
+        "distributed_optimizer": Switch(("gpu",), "ZeroRedundancyOptimizer is enabled on CUDA only"),
+        "precision": Switch(
+            ("gpu",), "autocast and the fp16 grad scaler are applied on CUDA only", off="fp32"
+        ),
+    }
     SUPPORTS: ClassVar[tuple[str, ...]] = ()
 
     @model_validator(mode="after")

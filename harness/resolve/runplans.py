@@ -21,7 +21,7 @@ from harness.core import layout as layout_mod
 from harness.core.errors import ConfigError, suggest
 from harness.core.runplan import RunPlan, Submission
 from harness.resolve import config as config_mod
-from harness.resolve import systems
+from harness.resolve import switches, systems
 
 DEFAULT_DATA_ROOT = Path(
     os.environ.get("MLPERF_DATA_DIR", Path.home() / ".cache" / "mlperf-harness" / "data")
@@ -102,22 +102,16 @@ def resolve_runs(
         return fallback(defn.name, spec, sets.get("global_batch_size"))
 
     cfg, provenance, sources = config_mod.resolve(defn, size, spec.name, spec.division, overrides, proposed)
-    cls = type(cfg)
-    if spec.accelerator.kind == "cpu":
-        for key in cls.GPU_ONLY:
-            if getattr(cfg, key):
-                raise ConfigError(
-                    f"{key}=true needs a GPU, but system '{spec.name}' has CPU accelerators "
-                    f"({provenance[key]}); use a GPU system or --set {key}=false"
-                )
     lay = layout_mod.derive(
         cfg,
         spec.nodes,
         spec.accelerators_per_node,
         spec.domain_size,
         num_layers=getattr(cfg, "num_layers", None),
-        supports=cls.SUPPORTS,
+        supports=type(cfg).SUPPORTS,
     )
+    # Every switch is honoured here or refused with one line, on CPU and GPU systems alike.
+    switches.check(defn.name, cfg, provenance, spec.name, spec.accelerator.kind, lay)
     n = runs if runs is not None else defn.runs_per_result
     if n < 1:
         raise ConfigError(f"--runs {n}: need at least one run")

@@ -73,11 +73,15 @@ def layer_spec(cfg, device: str):
         try:
             import transformer_engine  # noqa: F401
         except ImportError:
-            if cfg.fp8:
+            # What only Transformer Engine implements (CP attention, userbuffers, its RNG tracker
+            # for CUDA graphs): refused on a host without it rather than dropped.
+            need = [k for k in ("fp8", "cuda_graphs", "tp_comm_overlap") if getattr(cfg, k)]
+            need += ["context_parallel_size"] if cfg.context_parallel_size > 1 else []
+            if need:
                 from harness.core.errors import ConfigError
 
                 raise ConfigError(
-                    "fp8: Transformer Engine is not installed; "
+                    f"{need[0]}: Transformer Engine is not installed; "
                     "pip install --no-build-isolation -e '.[gpu]' on the GPU host"
                 ) from None
             return specs.get_gpt_layer_local_spec()

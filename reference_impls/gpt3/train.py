@@ -191,18 +191,6 @@ def hyperparameters(cfg, layout) -> dict:
     }
 
 
-def check_switches(cfg, device: str) -> None:
-    from harness.core.errors import ConfigError
-
-    if device == "cpu":
-        on = [k for k in type(cfg).GPU_ONLY if getattr(cfg, k, False)]
-        if on:
-            raise ConfigError(
-                f"{', '.join(on)}: GPU-only switch(es) set for a CPU run; "
-                f"--set {on[0]}=false or run on a GPU system"
-            )
-
-
 class Timings:
     """`run_dir/timings.jsonl`: one line per step, buffered; the loss only at eval points, where it
     is read anyway. The newest row is held back so the eval point can add its loss."""
@@ -255,7 +243,6 @@ def run(rt) -> bool:
     target = plan.target["log_perplexity"]
     log.header(plan, hyperparameters(cfg, layout))
     log.event("train_samples", cfg.train_samples_cap)
-    check_switches(cfg, rt.device)
     data_dir = Path(plan.data_dir)
     if plan.size == "tiny" and not manifest.is_prepared(plan):
         from harness.core.errors import ConfigError

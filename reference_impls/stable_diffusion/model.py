@@ -27,7 +27,7 @@ def build_unet(cfg):
     # SD v2: cross-attention at every level but the lowest resolution.
     down = ("CrossAttnDownBlock2D",) * (levels - 1) + ("DownBlock2D",)
     up = ("UpBlock2D",) + ("CrossAttnUpBlock2D",) * (levels - 1)
-    return UNet2DConditionModel(
+    unet = UNet2DConditionModel(
         sample_size=cfg.latent_size,
         in_channels=cfg.latent_channels,
         out_channels=cfg.latent_channels,
@@ -40,6 +40,24 @@ def build_unet(cfg):
         use_linear_projection=True,
         norm_num_groups=cfg.unet_norm_num_groups,
     )
+    if cfg.flash_attention:
+        unet.set_attn_processor(_flash_only())
+    return unet
+
+
+def _flash_only():
+    """diffusers' SDPA attention processor restricted to PyTorch's flash kernel. PyTorch already
+    prefers flash where it can run, so only the restriction changes anything: where flash cannot
+    run (fp32 on CUDA, an unsupported GPU or head size) SDPA raises instead of falling back."""
+    from diffusers.models.attention_processor import AttnProcessor2_0
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    class FlashOnly(AttnProcessor2_0):
+        def __call__(self, attn, hidden_states, *args, **kwargs):
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                return super().__call__(attn, hidden_states, *args, **kwargs)
+
+    return FlashOnly()
 
 
 def noise_scheduler(cfg):

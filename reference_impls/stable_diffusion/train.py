@@ -117,14 +117,12 @@ def run(rt) -> tuple[bool, dict | None]:
     cuda = dev.startswith("cuda")
     if cuda and cfg.channels_last:
         unet = unet.to(memory_format=torch.channels_last)
-    if cuda and cfg.flash_attention:
-        torch.backends.cuda.enable_flash_sdp(True)  # diffusers attention runs through SDPA
     ddp = unet
     if rt.world_size > 1:
         ddp = torch.nn.parallel.DistributedDataParallel(unet, device_ids=[rt.local_rank] if cuda else None)
     if cuda and cfg.cuda_graphs:
         ddp = torch.compile(ddp, mode="reduce-overhead")  # inductor captures the step in CUDA graphs
-    if cuda and cfg.distributed_optimizer and rt.world_size > 1:
+    if cuda and cfg.distributed_optimizer:  # at every world size (the GPU check runs it on one GPU)
         from torch.distributed.optim import ZeroRedundancyOptimizer
 
         opt = ZeroRedundancyOptimizer(

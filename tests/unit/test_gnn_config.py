@@ -71,4 +71,4 @@ def test_config_consistency_errors():
         GnnConfig(fan_out=[10, 5])
     with pytest.raises(ValueError, match="num_labeled_papers 10 exceeds the 5 papers"):
         GnnConfig(num_nodes={"paper": 5, "author": 1, "institute": 1, "fos": 1}, num_labeled_papers=10)
-    assert "fp8_features" in GnnConfig.GPU_ONLY and GnnConfig.SUPPORTS == ()
+    assert GnnConfig.SWITCHES["fp8_features"].on == ("gpu",) and GnnConfig.SUPPORTS == ()

@@ -28,13 +28,20 @@ def test_full_size_transformer_config_matches_nvidia_layout(tmp_path, system, tp
 def test_cpu_config_is_fp32_local_and_gpu_switches_are_refused(tmp_path):
     from harness.core.errors import ConfigError
     from reference_impls.gpt3 import model as gm
-    from reference_impls.gpt3 import train
 
     plan = make_plans("gpt3", "cpu-local", size="tiny", runs=1, seed=1, results_dir=tmp_path)[0]
     cfg = typed_config(plan)
     t = gm.transformer_config(cfg, plan.layout, "cpu")
     assert not t.bf16 and t.fp8 is None and not t.sequence_parallel and t.use_cpu_initialization
-    train.check_switches(cfg, "cpu")
-    with pytest.raises(ConfigError, match="distributed_optimizer"):
-        train.check_switches(cfg.model_copy(update={"distributed_optimizer": True}), "cpu")
-    train.check_switches(cfg.model_copy(update={"distributed_optimizer": True}), "cuda:0")
+    with pytest.raises(ConfigError, match="distributed_optimizer=true needs a GPU"):
+        make_plans(
+            "gpt3", "cpu-local", size="tiny", sets=("distributed_optimizer=true",), results_dir=tmp_path
+        )
+    make_plans(
+        "gpt3",
+        "dgx-h100x1",
+        size="tiny",
+        sets=("distributed_optimizer=true",),
+        nproc_per_node=1,
+        results_dir=tmp_path,
+    )
