@@ -21,9 +21,12 @@ E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
 
 def _quantize(t: torch.Tensor, dtype) -> tuple[torch.Tensor, torch.Tensor]:
     """(t scaled into dtype's range and cast, the inverse scale that `_scaled_mm` multiplies back)."""
+    top = torch.finfo(dtype).max
     amax = t.detach().abs().amax().float().clamp(min=1e-12)
-    scale = torch.finfo(dtype).max / amax
-    return (t * scale).to(dtype), scale.reciprocal()
+    scale = top / amax
+    # clamp: t * scale rounds in t's dtype and can land past the fp8 maximum, where the cast gives NaN;
+    # contiguous: `_scaled_mm` wants its first operand row-major, and a gradient can arrive transposed.
+    return (t * scale).clamp(-top, top).to(dtype).contiguous(), scale.reciprocal()
 
 
 def _col_major(t: torch.Tensor) -> torch.Tensor:
