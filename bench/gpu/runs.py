@@ -41,6 +41,13 @@ def mlperf(*args: str) -> list[str]:
     return [sys.executable, "-m", "harness.cli", *args]
 
 
+def shown(cmd: list[str]) -> str:
+    """The command as a user types it (`mlperf ...`, `python -m pytest ...`)."""
+    if cmd[1:3] == ["-m", "harness.cli"]:
+        return " ".join(["mlperf", *cmd[3:]])
+    return " ".join(["python", *cmd[1:]])
+
+
 def _run(cmd: list[str], timeout: float) -> tuple[int, str, str]:
     """(exit code, stdout, stderr); 124 and a note on stderr when the timeout ends it."""
     try:
@@ -58,9 +65,7 @@ def _last_line(text: str) -> str:
 def gpu_tests(ctx: Context) -> Check:
     cmd = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "tests/gpu", "-p", "no:cacheprovider"]
     if ctx.smoke:  # CI's own `pytest -q` collects tests/gpu (and skips them): no second collection
-        return Check(
-            name="gpu_tests", kind="tests", status="skipped", path=" ".join(cmd[2:]), detail="smoke test"
-        )
+        return Check(name="gpu_tests", kind="tests", status="skipped", path=shown(cmd), detail="smoke test")
     t0 = time.monotonic()
     rc, out, err = _run(cmd, ctx.remaining())
     summary = _last_line(out)
@@ -68,7 +73,7 @@ def gpu_tests(ctx: Context) -> Check:
         name="gpu_tests",
         kind="tests",
         status="ok" if rc == 0 else "failed",
-        path=" ".join(cmd[2:]),
+        path=shown(cmd),
         seconds=time.monotonic() - t0,
         figures={"summary": summary, "exit_code": rc},
         detail="" if rc == 0 else (summary or _last_line(err)),
@@ -143,7 +148,7 @@ def run_job(ctx: Context, job: Job, system: str, work: Path, dry: bool = False) 
         name=job.name,
         kind=job.kind,
         status=status,
-        path=" ".join(cmd[2:]),
+        path=shown(cmd),
         seconds=time.monotonic() - t0,
         figures=figures,
         detail=detail,
@@ -171,7 +176,7 @@ def checks(ctx: Context, system: str, work: Path, parallel: int, parts: set[str]
                 name=j.name,
                 kind=j.kind,
                 status="skipped",
-                path=" ".join(_run_args(j, system, work, False)[2:]),
+                path=shown(_run_args(j, system, work, False)),
                 detail="smoke test: built, not run",
             )
             for j in todo[1:]

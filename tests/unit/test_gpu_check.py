@@ -19,6 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "bench" / "gpu_check.py"
 sys.path.insert(0, str(REPO))
 
+import bench.gpu_check as gpu_check  # noqa: E402
 from bench.gpu import flops  # noqa: E402
 from bench.gpu.fp8 import Fp8Linear, swap_linears  # noqa: E402
 from bench.gpu.layers import GPT3_TOY, TorchGptLayer  # noqa: E402
@@ -37,13 +38,14 @@ def _script(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     )
 
 
-def test_no_cuda_exits_2_with_one_line_and_writes_nothing(tmp_path):
-    r = _script("--out", str(tmp_path / "out"))
-    assert r.returncode == 2, r.stderr
-    assert r.stderr.strip().splitlines() == [
+def test_no_cuda_exits_2_with_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a GPU CI box too
+    assert gpu_check.main(["--out", str(tmp_path / "out")]) == 2
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [
         "error: no CUDA GPU visible (torch.cuda.is_available() is False); run this on a GPU host"
     ]
-    assert r.stdout == "" and not (tmp_path / "out").exists()
+    assert out == "" and not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize(
@@ -58,12 +60,13 @@ def test_bad_arguments_exit_2_with_one_line(args, says):
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and says in r.stderr
 
 
-def test_a_failed_check_exits_4_and_is_named_in_the_json(tmp_path):
-    r = _script("--out", str(tmp_path), "--device", "cpu", "--smoke", "--only", "steps", "--budget-s", "0")
-    assert r.returncode == 4, r.stderr[-2000:]
+def test_a_failed_check_exits_4_and_is_named_in_the_json(tmp_path, capsys):
+    args = ["--out", str(tmp_path), "--device", "cpu", "--smoke", "--only", "steps", "--budget-s", "0"]
+    assert gpu_check.main(args) == 4
     doc = Report.model_validate_json((tmp_path / "gpu_check.json").read_text())
     assert doc.failed == ["sd_unet_step", "rgat_step"]
     assert all("budget was spent" in c.detail for c in doc.checks)
+    assert "2 failed" in capsys.readouterr().out
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +115,7 @@ def test_smoke_builds_a_run_for_every_benchmark_and_gpu_only_switch(smoke):
 
     _, by_name = smoke
     assert by_name["tiny/gpt3"].status == "ok"  # the one dry run
-    assert by_name["gpu_tests"].path.startswith("-m pytest -q -m gpu tests/gpu")
+    assert by_name["gpu_tests"].path.startswith("python -m pytest -q -m gpu tests/gpu")
     for bench in available():
         assert f"tiny/{bench}" in by_name
         for key in config_class(bench).GPU_ONLY:
@@ -120,7 +123,10 @@ def test_smoke_builds_a_run_for_every_benchmark_and_gpu_only_switch(smoke):
             if c.status == "refused":
                 assert c.detail and "\n" not in c.detail
             else:
-                assert f"--set {key}=true" in c.path and "--nproc-per-node 1 --size tiny" in c.path
+                assert c.path.startswith(
+                    f"mlperf run {bench} --system dgx-h100x1 --nproc-per-node 1 --size tiny"
+                )
+                assert c.path.endswith(f"--set {key}=true")
 
 
 def test_gpt_layer_flops_equal_torch_flop_counter():
