@@ -1,6 +1,6 @@
 """What runs as its own process: the GPU tests and every benchmark's tiny size through `mlperf run`.
 
-- `pytest -m gpu tests/gpu` (the smoke test only collects them).
+- `pytest -m gpu tests/gpu` (not in the smoke test: CI's own `pytest -q` collects them).
 - For each benchmark: `mlperf run BENCH --system SYS --nproc-per-node 1 --size tiny --runs 1`, its log
   through `mlperf check`; then once per GPU-only switch of the benchmark's config (`GPU_ONLY` in
   benchmarks/<name>/config.py) the same run with `--set SWITCH=true`. A switch the harness refuses
@@ -23,8 +23,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from subprocess import PIPE
 
-from bench.gpu.report import Check, Context
+from bench.gpu.report import Check, Context, one_line
 from harness.core.errors import TARGET_NOT_REACHED, USAGE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,12 +50,20 @@ def shown(cmd: list[str]) -> str:
 
 
 def _run(cmd: list[str], timeout: float) -> tuple[int, str, str]:
-    """(exit code, stdout, stderr); 124 and a note on stderr when the timeout ends it."""
+    """(exit code, stdout, stderr); at the timeout the whole process tree is stopped the way
+    `mlperf run` stops its own runs (SIGINT, SIGTERM, SIGKILL to every descendant: torch elastic
+    puts ranks in sessions of their own, and a rank left alive would hold the pipes open), and the
+    code is 124 with a note on stderr."""
+    from harness.run.launch.local import _stop as stop_tree
+
+    p = subprocess.Popen(cmd, cwd=ROOT, env=_env(), stdout=PIPE, stderr=PIPE, text=True)
     try:
-        p = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=max(1, timeout))
-    except subprocess.TimeoutExpired as e:
-        return 124, e.stdout or "", f"timed out after {timeout:.0f} s"
-    return p.returncode, p.stdout, p.stderr
+        out, err = p.communicate(timeout=max(1.0, timeout))
+    except subprocess.TimeoutExpired:
+        stop_tree(p, grace_s=10.0)
+        out, _ = p.communicate()
+        return 124, out or "", f"timed out after {timeout:.0f} s (the budget)"
+    return p.returncode, out, err
 
 
 def _last_line(text: str) -> str:
@@ -131,7 +140,7 @@ def run_job(ctx: Context, job: Job, system: str, work: Path, dry: bool = False) 
     cmd = _run_args(job, system, work, dry)
     rc, out, err = _run(cmd, ctx.remaining())
     figures, status, detail = {"exit_code": rc}, "ok", ""
-    if rc == USAGE:
+    if rc == USAGE and job.switch:  # a base tiny run has nothing to refuse: exit 2 is a failure
         status, detail = "refused", _last_line(err)
     elif rc == TARGET_NOT_REACHED:
         status, detail = "failed", "the tiny target was not reached (exit 3)"
@@ -155,9 +164,11 @@ def run_job(ctx: Context, job: Job, system: str, work: Path, dry: bool = False) 
     )
 
 
-def prepare(ctx: Context, bench: str, system: str, work: Path) -> str | None:
-    """Prepare a benchmark's tiny data once; None when ready, else why not (one line)."""
-    args = ["prepare", bench, "--size", "tiny", "--system", system, "--data-dir", str(work / "data" / bench)]
+def prepare(ctx: Context, bench: str, work: Path) -> str | None:
+    """Prepare a benchmark's tiny data once; None when ready, else why not (one line). The tiny data
+    depends on model and data fields only (each benchmark's manifest.py: DATA_FIELDS), not on the
+    system or the switches, so every run of the benchmark finds it prepared."""
+    args = ["prepare", bench, "--size", "tiny", "--data-dir", str(work / "data" / bench)]
     rc, _, err = _run(mlperf(*args), ctx.remaining())
     return None if rc == 0 else f"mlperf prepare {bench} --size tiny: {_last_line(err) or f'exit {rc}'}"
 
@@ -185,12 +196,15 @@ def checks(ctx: Context, system: str, work: Path, parallel: int, parts: set[str]
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         tests = pool.submit(gpu_tests, ctx) if "tests" in parts else None
         benches = sorted({j.bench for j in todo})
-        ready = dict(zip(benches, pool.map(lambda b: prepare(ctx, b, system, work), benches)))
+        ready = dict(zip(benches, pool.map(lambda b: prepare(ctx, b, work), benches)))
 
         def one(job: Job) -> Check:
             if ready[job.bench]:
                 return Check(name=job.name, kind=job.kind, status="failed", detail=ready[job.bench])
-            return run_job(ctx, job, system, work)
+            try:
+                return run_job(ctx, job, system, work)
+            except Exception as e:  # e.g. output that is not the run's JSON: this run failed, not the script
+                return Check(name=job.name, kind=job.kind, status="failed", detail=one_line(e))
 
         out.extend(pool.map(one, todo))
         if tests:

@@ -69,6 +69,22 @@ def test_a_failed_check_exits_4_and_is_named_in_the_json(tmp_path, capsys):
     assert "2 failed" in capsys.readouterr().out
 
 
+def test_a_process_past_the_budget_is_stopped_with_its_children():
+    import psutil
+
+    from bench.gpu.runs import _run
+
+    code = (
+        "import subprocess, sys, time; "
+        "k = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); "
+        "print(k.pid, flush=True); time.sleep(120)"
+    )
+    rc, out, err = _run([sys.executable, "-c", code], timeout=2)
+    assert rc == 124 and "timed out" in err
+    grandchild = int(out.split()[0])
+    assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE
+
+
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     out = tmp_path_factory.mktemp("gpu_check")
