@@ -2,10 +2,11 @@
 
 - `pytest -m gpu tests/gpu` (not in the smoke test: CI's own `pytest -q` collects them).
 - For each benchmark: `mlperf run BENCH --system SYS --nproc-per-node 1 --size tiny --runs 1`, its log
-  through `mlperf check`; then once per GPU-only switch of the benchmark's config (`GPU_ONLY` in
-  benchmarks/<name>/config.py) the same run with `--set SWITCH=true`. A switch the harness refuses
-  (exit 2, one line: not implemented for that benchmark, or a library it needs is missing) is
-  `refused`, which is the promised behaviour, not a failure; any other non-zero exit is a failure.
+  through `mlperf check`; then once per GPU-only switch of the benchmark's config (`SWITCHES` in
+  benchmarks/<name>/config.py honoured on GPUs only) the same run with `--set SWITCH=<on>` (and the
+  switches it needs). A switch the harness refuses (exit 2, one line: a layout one GPU cannot have,
+  or a library it needs is missing here) is `refused`, which is the promised behaviour, not a
+  failure; any other non-zero exit is a failure.
   On one GPU a switch that acts across ranks (sequence parallel, TP overlap, a sharded optimizer)
   runs with a degree-1 layout: the run proves it starts and trains, not that it overlaps anything.
 Data is prepared once per benchmark before its runs (they share it); everything goes under a
@@ -20,6 +21,7 @@ import os
 import subprocess
 import sys
 import time
+import typing
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,6 +95,8 @@ def gpu_tests(ctx: Context) -> Check:
 class Job:
     bench: str
     switch: str | None = None
+    sets: tuple[str, ...] = ()
+    """`KEY=VALUE`s that turn the switch on, with the switches it needs (`Switch.needs`) first."""
 
     @property
     def kind(self) -> str:
@@ -103,24 +107,40 @@ class Job:
         return f"tiny/{self.bench}" if self.switch is None else f"switch/{self.bench}/{self.switch}"
 
 
+def on_value(cls, name: str) -> str:
+    """A switch's first value other than `off`, as `--set` spells it: true, the first other choice
+    of a Literal (precision: bf16 or fp16), or twice an integer degree (context parallel: 2)."""
+    off = cls.SWITCHES[name].off
+    if isinstance(off, bool):
+        return "true"
+    others = [c for c in typing.get_args(cls.model_fields[name].annotation) if c != off]
+    return str(others[0]) if others else str(off * 2)
+
+
 def jobs(system: str) -> tuple[list[Job], list[Check]]:
-    """The base run of every benchmark and one run per GPU-only switch the harness accepts; a switch
-    refused at resolve time (no process needed to know) becomes a `refused` check right away."""
+    """The base run of every benchmark and one run per GPU-only switch (`benchmarks.base.gpu_only`)
+    the harness accepts on this one-GPU system; a switch refused at resolve time (no process needed
+    to know: e.g. sequence parallelism needs TP >= 2) becomes a `refused` check right away."""
     from benchmarks import available, config_class
+    from benchmarks.base import gpu_only
     from harness.core.errors import ConfigError
     from harness.run.execute import resolve
 
     bases, todo, refused = [Job(b) for b in available()], [], []
     for bench in available():
-        for key in config_class(bench).GPU_ONLY:
+        cls = config_class(bench)
+        for key in gpu_only(cls):
+            job = Job(bench, key, tuple(f"{k}={on_value(cls, k)}" for k in (*cls.SWITCHES[key].needs, key)))
             try:
-                resolve(bench, system, "tiny", runs=1, seed=1, nproc_per_node=1, sets=[f"{key}=true"])
+                resolve(bench, system, "tiny", runs=1, seed=1, nproc_per_node=1, sets=list(job.sets))
             except ConfigError as e:
+                asked = f"mlperf run {bench} --system {system} --nproc-per-node 1 --size tiny"
+                asked += "".join(f" --set {kv}" for kv in job.sets)
                 refused.append(
-                    Check(name=Job(bench, key).name, kind="switch", status="refused", detail=str(e))
+                    Check(name=job.name, kind="switch", status="refused", path=asked, detail=str(e))
                 )
                 continue
-            todo.append(Job(bench, key))
+            todo.append(job)
     return bases + todo, refused  # every benchmark's base run first: they start before any switch run
 
 
@@ -128,8 +148,8 @@ def _run_args(job: Job, system: str, work: Path, dry: bool) -> list[str]:
     args = ["run", job.bench, "--system", system, "--nproc-per-node", "1", "--size", "tiny", "--runs", "1"]
     args += ["--seed", "1", "--json", "--results-dir", str(work / "results" / job.name.replace("/", "-"))]
     args += ["--data-dir", str(work / "data" / job.bench)]
-    if job.switch:
-        args += ["--set", f"{job.switch}=true"]
+    for kv in job.sets:
+        args += ["--set", kv]
     return mlperf(*args, *(["--dry-run"] if dry else []))
 
 

@@ -77,8 +77,6 @@ def sd_step(ctx, system: str) -> dict:
         unet = model.build_unet(cfg)
     if cuda and cfg.channels_last:
         unet = unet.to(memory_format=torch.channels_last)
-    if cuda and cfg.flash_attention:
-        torch.backends.cuda.enable_flash_sdp(True)
     opt = model.optimizer(cfg, unet.parameters())
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(cfg.precision) if cuda else None
     autocast = (lambda: torch.autocast("cuda", dtype=dtype)) if dtype else contextlib.nullcontext
@@ -111,7 +109,7 @@ def sd_step(ctx, system: str) -> dict:
         "precision": cfg.precision if cuda else "fp32",
         "channels_last": bool(cuda and cfg.channels_last),
         "flash_attention": bool(cuda and cfg.flash_attention),
-        "cuda_graphs": "not applied in this step (compile time); see the tiny switch run",
+        "not_applied": "cuda_graphs, distributed_optimizer (see the tiny switch runs)",
     }
     return _finish(ctx, step, b, peak_key, extra)
 
