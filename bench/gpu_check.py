@@ -82,6 +82,10 @@ def parse(argv):
     parts = set(args.only.split(","))
     if not parts <= set(PARTS):
         ap.error(f"--only {args.only}: choose from {', '.join(PARTS)}")
+    if args.out.exists() and not args.out.is_dir():
+        ap.error(f"--out {args.out}: not a folder")
+    if args.parallel < 1:
+        ap.error(f"--parallel {args.parallel}: need at least 1")
     if args.device == "cpu" and not args.smoke:
         ap.error("--device cpu is only for --smoke (the CI test); the figures are measured on a GPU")
     args.only = parts
@@ -108,6 +112,13 @@ def device_facts(device: str) -> dict:
     for lib in ("megatron", "transformer_engine", "torchao", "diffusers", "mlperf_logging", "peft"):
         facts[f"has_{lib}"] = importlib.util.find_spec(lib) is not None
     return facts
+
+
+def _line(c) -> str:
+    f = c.figures
+    fig = f"{f['step_s'] * 1e3:9.2f} ms {f['tflops']:7.1f} TFLOP/s" if "step_s" in f else " " * 29
+    mfu = f" MFU {f['mfu']:.1%}" if f.get("mfu") is not None else ""
+    return f"{c.status:8s} {c.name:40s}{fig}{mfu}  {c.detail}"[:220]
 
 
 def main(argv=None) -> int:
@@ -138,25 +149,24 @@ def main(argv=None) -> int:
         f"# {device['name']}, torch {device['torch']}, system {system}, budget {args.budget_s:.0f} s",
         flush=True,
     )
-    checks = []
+    checks, out = [], args.out / "gpu_check.json"
     with tempfile.TemporaryDirectory(prefix="gpu_check.") as tmp:
         work = (args.work or Path(tmp)).resolve()
-        if "layers" in args.only:
-            checks += layers.checks(ctx)
-        if "steps" in args.only:
-            checks += steps.checks(ctx, system)
-        if args.only & {"tests", "runs", "switches"}:
-            checks += runs.checks(ctx, system, work, max(1, args.parallel), args.only)
-    report = summarize(ctx, checks, device)
-    atomic_write(args.out / "gpu_check.json", report.dump())
-    for c in checks:
-        f = c.figures
-        fig = f"{f['step_s'] * 1e3:9.2f} ms {f['tflops']:7.1f} TFLOP/s" if "step_s" in f else " " * 29
-        mfu = f" MFU {f['mfu']:.1%}" if f.get("mfu") is not None else ""
-        print(f"{c.status:8s} {c.name:40s}{fig}{mfu}  {c.detail}"[:220], flush=True)
-    print(
-        f"{len(report.failed)} failed, {len(report.not_checked)} not checked; {args.out / 'gpu_check.json'}"
-    )
+        stages = [
+            ({"layers"}, lambda: layers.checks(ctx)),
+            ({"steps"}, lambda: steps.checks(ctx, system)),
+            ({"tests", "runs", "switches"}, lambda: runs.checks(ctx, system, work, args.parallel, args.only)),
+        ]
+        for parts, stage in stages:
+            if parts & args.only:
+                done = stage()
+                checks += done
+                for c in done:
+                    print(_line(c), flush=True)
+                # after every stage: a run cut short (a device call's timeout) still leaves figures
+                report = summarize(ctx, checks, device)
+                atomic_write(out, report.dump())
+    print(f"{len(report.failed)} failed, {len(report.not_checked)} not checked; {out}")
     return CHECK_FAILED if report.failed else OK
 
 
