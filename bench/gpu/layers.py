@@ -50,26 +50,15 @@ def importable(module: str) -> str | None:
     return None
 
 
-def _layout(mbs: int):
-    from harness.core.layout import Layout
+def _one_rank(cfg):
+    """The config's layout on one rank (TP = PP = CP = DP = 1), through the harness's one derivation."""
+    from harness.core.layout import derive
 
-    return Layout(
-        nodes=1,
-        procs_per_node=1,
-        world_size=1,
-        tp=1,
-        pp=1,
-        vp=1,
-        cp=1,
-        dp=1,
-        micro_batch_size=mbs,
-        global_batch_size=mbs,
-        grad_accum=1,
-    )
+    return derive(cfg, nodes=1, procs_per_node=1, num_layers=cfg.num_layers)
 
 
 @contextlib.contextmanager
-def megatron_world(device: str):
+def megatron_world(device: str, layout):
     """A one-rank process group and megatron's parallel state (TP = PP = 1), torn down after."""
     import torch.distributed as dist
     from megatron.core import parallel_state as ps
@@ -83,7 +72,7 @@ def megatron_world(device: str):
             port = s.getsockname()[1]
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         dist.init_process_group("nccl" if device.startswith("cuda") else "gloo", rank=0, world_size=1)
-    train.init_parallel(_layout(1), seed=0)  # enables the CPU layer only when CUDA is absent
+    train.init_parallel(layout, seed=0)  # enables the CPU layer only when CUDA is absent
     try:
         yield
     finally:
@@ -131,9 +120,10 @@ def _mcore_gpt3(ctx, fp8: bool) -> dict:
 
     cfg = gpt3_config(ctx.smoke, fp8)
     s, b, h = cfg.max_sequence_length, cfg.micro_batch_size, cfg.hidden_size
-    with megatron_world(ctx.device):
+    layout = _one_rank(cfg)
+    with megatron_world(ctx.device, layout):
         reset_memory(ctx.device)
-        tcfg = gm.transformer_config(cfg, _layout(b), ctx.device)
+        tcfg = gm.transformer_config(cfg, layout, ctx.device)
         block = TransformerBlock(tcfg, gm.layer_spec(cfg, ctx.device), post_process=False)
         block.to(ctx.device)
         x = torch.randn(s, b, h, device=ctx.device, dtype=tcfg.params_dtype, requires_grad=True)
