@@ -1,0 +1,272 @@
+"""Full-width layers on one GPU: a GPT-3 175B decoder layer and a Llama 2 70B LoRA decoder layer.
+
+GPT-3 (hidden 12288, 96 heads, FFN 49152, sequence 2048, micro-batch 1, TP=1), forward + backward:
+- megatron-core `TransformerBlock` of one layer built by the benchmark's own code
+  (reference_impls/gpt3/model.py: `transformer_config` and `layer_spec`): the Transformer Engine spec
+  when TE imports (and then FP8 through TE: hybrid e4m3/e5m2, delayed scaling, amax history 1024, as
+  the fp8 switch sets it), else megatron's local spec;
+- the same shapes in plain PyTorch (LayerNorm, fused QKV, SDPA causal attention, GELU MLP), in bf16
+  and with its linears in FP8 through `torch._scaled_mm` (fp8.py): the FP8 figure where TE is missing.
+Llama 2 70B LoRA (hidden 8192, 64/8 heads, FFN 28672, sequence 8192, micro-batch 1): one decoder layer
+of the benchmark's model (fused QKV + peft LoRA r16 on qkv_proj/o_proj, SDPA), forward + backward,
+in bf16, in FP8 through torchao (the benchmark's fp8 switch) when torchao imports, and with its frozen
+base linears in FP8 through `torch._scaled_mm`.
+Each row names its `path`; a row whose library is missing is `skipped` with the reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bench.gpu import flops
+from bench.gpu.fp8 import swap_linears
+from bench.gpu.report import Check
+from bench.gpu.timing import peak_memory_gib, reset_memory, time_steps
+
+# Toy widths for the CPU smoke test (CI): the same code, sizes a 2-core CPU steps in milliseconds.
+GPT3_TOY = dict(hidden_size=64, num_attention_heads=4, ffn_hidden_size=256, max_sequence_length=32)
+LLAMA_TOY = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=128,
+    max_sequence_length=32,
+)
+
+
+def importable(module: str) -> str | None:
+    """None if `module` imports, else the one-line reason (TE can be installed and still broken)."""
+    try:
+        __import__(module)
+    except Exception as e:  # ImportError, or a broken install's OSError/RuntimeError
+        return f"{module} does not import ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+    return None
+
+
+def _one_rank(cfg):
+    """The config's layout on one rank (TP = PP = CP = DP = 1), through the harness's one derivation."""
+    from harness.core.layout import derive
+
+    return derive(cfg, nodes=1, procs_per_node=1, num_layers=cfg.num_layers)
+
+
+@contextlib.contextmanager
+def megatron_world(device: str, layout):
+    """A one-rank process group and megatron's parallel state (TP = PP = 1), torn down after."""
+    import torch.distributed as dist
+    from megatron.core import parallel_state as ps
+
+    from reference_impls.gpt3 import train
+
+    created = not dist.is_initialized()
+    if created:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        dist.init_process_group("nccl" if device.startswith("cuda") else "gloo", rank=0, world_size=1)
+    train.init_parallel(layout, seed=0)  # enables the CPU layer only when CUDA is absent
+    try:
+        yield
+    finally:
+        if ps.model_parallel_is_initialized():
+            ps.destroy_model_parallel()
+        if created:
+            dist.destroy_process_group()
+
+
+def gpt3_config(smoke: bool, fp8: bool = False):
+    from benchmarks.gpt3.config import Gpt3Config
+
+    return Gpt3Config(
+        num_layers=1,
+        global_batch_size=1536,
+        micro_batch_size=2 if smoke else 1,
+        precision="bf16",
+        fp8=fp8,
+        **(GPT3_TOY if smoke else {}),
+    )
+
+
+def _figures(ctx, flop: float, timing: dict, tokens: int, peak_key: str) -> dict:
+    """MFU against the peak of the precision measured; FP8 rows also against the bf16 peak, the
+    convention of published MFU figures (so the two rows compare directly)."""
+    peak = ctx.peaks.get(peak_key)
+    out = {
+        **timing,
+        "flops_per_step": flop,
+        "tflops": flop / timing["step_s"] / 1e12,
+        "mfu": flops.mfu(flop, timing["step_s"], peak),
+        "mfu_peak": peak_key if peak else None,
+        "tokens_per_s": tokens / timing["step_s"],
+        "peak_mem_gib": peak_memory_gib(ctx.device),
+    }
+    if peak_key == "fp8":
+        out["mfu_vs_bf16_peak"] = flops.mfu(flop, timing["step_s"], ctx.peaks.get("bf16"))
+    return out
+
+
+def _mcore_gpt3(ctx, fp8: bool) -> dict:
+    from megatron.core.transformer.transformer_block import TransformerBlock
+
+    from reference_impls.gpt3 import model as gm
+
+    cfg = gpt3_config(ctx.smoke, fp8)
+    s, b, h = cfg.max_sequence_length, cfg.micro_batch_size, cfg.hidden_size
+    layout = _one_rank(cfg)
+    with megatron_world(ctx.device, layout):
+        reset_memory(ctx.device)
+        tcfg = gm.transformer_config(cfg, layout, ctx.device)
+        block = TransformerBlock(tcfg, gm.layer_spec(cfg, ctx.device), post_process=False)
+        block.to(ctx.device)
+        x = torch.randn(s, b, h, device=ctx.device, dtype=tcfg.params_dtype, requires_grad=True)
+        grad = torch.randn_like(x)
+        params = list(block.parameters())
+
+        def step():
+            out = block(x, attention_mask=None)
+            out = out[0] if isinstance(out, tuple) else out
+            out.backward(grad)
+            for p in params:
+                p.grad = None
+            x.grad = None
+
+        timing = time_steps(step, ctx.device, ctx.warmup, ctx.iters)
+        flop = flops.gpt_layer_flops(b, s, h, cfg.ffn_hidden_size)
+        return _figures(ctx, flop, timing, b * s, "fp8" if fp8 else "bf16")
+
+
+class TorchGptLayer(nn.Module):
+    """GPT-3's decoder layer in plain PyTorch: pre-LN, fused QKV with biases, causal SDPA, GELU MLP."""
+
+    def __init__(self, hidden: int, heads: int, ffn: int):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
+        self.qkv, self.proj = nn.Linear(hidden, 3 * hidden), nn.Linear(hidden, hidden)
+        self.fc1, self.fc2 = nn.Linear(hidden, ffn), nn.Linear(ffn, hidden)
+
+    def forward(self, x):  # [b, s, h]
+        b, s, h = x.shape
+        q, k, v = self.qkv(self.ln1(x)).view(b, s, 3, self.heads, h // self.heads).unbind(2)
+        a = F.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True
+        )
+        x = x + self.proj(a.transpose(1, 2).reshape(b, s, h))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+def _torch_gpt3(ctx, fp8: bool) -> dict:
+
+    cfg = gpt3_config(ctx.smoke)
+    s, b, h = cfg.max_sequence_length, cfg.micro_batch_size, cfg.hidden_size
+    reset_memory(ctx.device)
+    with torch.device(ctx.device):
+        layer = TorchGptLayer(h, cfg.num_attention_heads, cfg.ffn_hidden_size).to(torch.bfloat16)
+    if fp8:
+        swap_linears(layer)
+    x = torch.randn(b, s, h, device=ctx.device, dtype=torch.bfloat16, requires_grad=True)
+    grad = torch.randn_like(x)
+
+    def step():
+        layer(x).backward(grad)
+        layer.zero_grad(set_to_none=True)
+        x.grad = None
+
+    timing = time_steps(step, ctx.device, ctx.warmup, ctx.iters)
+    flop = flops.gpt_layer_flops(b, s, h, cfg.ffn_hidden_size)
+    return _figures(ctx, flop, timing, b * s, "fp8" if fp8 else "bf16")
+
+
+def _lora(ctx, fp8: str | None) -> dict:
+    """fp8: None (bf16), 'torchao' (the benchmark's convert_fp8) or 'scaled_mm' (fp8.py)."""
+    from benchmarks.llama2_70b_lora.config import Llama2LoraConfig
+    from reference_impls.llama2_70b_lora import model as M
+
+    cfg = Llama2LoraConfig(num_layers=1, precision="bf16", fp8=bool(fp8), **(LLAMA_TOY if ctx.smoke else {}))
+    b, s = cfg.micro_batch_size, cfg.max_sequence_length
+    reset_memory(ctx.device)
+    torch.manual_seed(0)
+    base = M.build_base(cfg, ctx.device).to(torch.bfloat16)
+    M.reset_rope(base, ctx.device)
+    if fp8 == "torchao":
+        M.convert_fp8(base)
+    elif fp8 == "scaled_mm":
+        swap_linears(base.model.layers)
+    model = M.apply_lora(base, cfg)
+    model.train()
+    inner = model.base_model.model.model  # peft -> LlamaForCausalLM -> LlamaModel
+    layer = inner.layers[0]
+    x = torch.randn(b, s, cfg.hidden_size, device=ctx.device, dtype=torch.bfloat16, requires_grad=True)
+    pos = torch.arange(s, device=ctx.device).unsqueeze(0).expand(b, s)
+    rope = inner.rotary_emb(x, pos)
+    grad = torch.randn_like(x)
+
+    def step():
+        out = layer(x, position_embeddings=rope, attention_mask=None)
+        (out[0] if isinstance(out, tuple) else out).backward(grad)
+        model.zero_grad(set_to_none=True)
+        x.grad = None
+
+    timing = time_steps(step, ctx.device, ctx.warmup, ctx.iters)
+    width = cfg.num_attention_heads * (cfg.hidden_size // cfg.num_attention_heads)
+    flop = flops.linear_flops(layer, b * s) + flops.attention_flops(b, s, width)
+    out = _figures(ctx, flop, timing, b * s, "fp8" if fp8 else "bf16")
+    out["trainable_params"] = sum(p.numel() for p in layer.parameters() if p.requires_grad)
+    return out
+
+
+def checks(ctx) -> list[Check]:
+    """Every layer row: (name, path, function or the reason it cannot run)."""
+    cuda = ctx.device.startswith("cuda")
+    no_mcore = importable("megatron.core")
+    no_te = importable("transformer_engine.pytorch") if cuda else "Transformer Engine needs CUDA"
+    no_ao = importable("torchao.float8") if cuda else "torchao float8 needs CUDA"
+    spec = "TE spec" if not no_te else "local spec (no Transformer Engine)"
+    rows = [
+        (
+            "gpt3_layer/mcore/bf16",
+            f"megatron-core TransformerBlock, {spec}",
+            no_mcore,
+            lambda: _mcore_gpt3(ctx, False),
+        ),
+        (
+            "gpt3_layer/mcore-te/fp8",
+            "megatron-core TransformerBlock, TE spec, FP8 hybrid (delayed scaling)",
+            no_mcore or no_te,
+            lambda: _mcore_gpt3(ctx, True),
+        ),
+        ("gpt3_layer/torch/bf16", "plain PyTorch, same shapes (SDPA)", None, lambda: _torch_gpt3(ctx, False)),
+        (
+            "gpt3_layer/torch-scaled_mm/fp8",
+            "plain PyTorch, same shapes, linears in FP8 via torch._scaled_mm",
+            None,
+            lambda: _torch_gpt3(ctx, True),
+        ),
+        (
+            "llama2_lora_layer/bf16",
+            "benchmark model (fused QKV + peft LoRA), SDPA",
+            None,
+            lambda: _lora(ctx, None),
+        ),
+        (
+            "llama2_lora_layer/torchao/fp8",
+            "benchmark model, frozen base linears in FP8 via torchao (the fp8 switch)",
+            no_ao,
+            lambda: _lora(ctx, "torchao"),
+        ),
+        (
+            "llama2_lora_layer/torch-scaled_mm/fp8",
+            "benchmark model, frozen base linears in FP8 via torch._scaled_mm",
+            None,
+            lambda: _lora(ctx, "scaled_mm"),
+        ),
+    ]
+    return [ctx.measure(name, "layer", path, fn, unavailable=why) for name, path, why, fn in rows]

@@ -1,0 +1,178 @@
+"""GPU acceptance check: on one GPU, in at most 8 minutes, everything a CPU cannot prove.
+
+    python bench/gpu_check.py --out DIR [--budget-s 480] [--system dgx-h200x1] [--only PARTS]
+
+Measures, in this order (each row of DIR/gpu_check.json names the implementation that produced it):
+1. GPT-3 175B-shaped decoder layer (hidden 12288, seq 2048, micro-batch 1, TP=1), forward + backward:
+   megatron-core with the benchmark's own config and layer spec, bf16, and FP8 through Transformer
+   Engine when TE imports; the same shapes in plain PyTorch in bf16 and with FP8 linears through
+   `torch._scaled_mm` (the FP8 figure where TE is missing). Step time, TFLOP/s, MFU against the
+   datasheet peak (bench/gpu/flops.py), tokens/s, peak memory.
+2. One Llama 2 70B-width LoRA decoder layer (seq 8192): bf16; FP8 through torchao (the benchmark's
+   fp8 switch) and through `torch._scaled_mm`.
+3. One SD v2 UNet training step and one R-GAT training step at full size with the 1-GPU system's
+   tuned config (bench/gpu/steps.py says what is real and what is synthetic).
+4. In parallel processes: `pytest -m gpu tests/gpu`, and every benchmark's tiny size through
+   `mlperf run BENCH --system SYS --nproc-per-node 1 --size tiny --runs 1` (log through `mlperf
+   check`), then once more per GPU-only switch of its config (`GPU_ONLY`) with `--set SWITCH=true`.
+Writes DIR/gpu_check.json (bench/gpu/report.py: the schema) and prints one line per check.
+Exit: 0 all checks ok (refused/skipped ones are listed as not checked), 4 a check failed, 2 no CUDA
+GPU (one line) or bad arguments, 1 the script itself broke.
+
+Where: any CUDA host after the README's GPU install line, or as it is on the device machine this
+workplace sometimes lends (one H200; Python 3.12, torch 2.11 + CUDA 13, no network; no megatron-core,
+mlperf-logging, diffusers, pydantic, torchao or Transformer Engine) with these wheels carried: about
+16 MiB of the 64 MiB that may travel; torch is never reinstalled; Transformer Engine has no wheel
+that fits, so its rows say `skipped` and FP8 GPT-3 is measured through `_scaled_mm`. Once, here:
+
+    echo /.whl/ >> .git/info/exclude
+    python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+      --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+      -d .whl megatron-core==0.16.1 mlperf-logging==4.1.68 diffusers==0.42.1 pydantic==2.14.4 \
+      pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 typing-extensions==4.16.0 \
+      peft==0.21.2 torchao==0.17.0
+
+then one device call with carry [".whl"] and timeout_s 420:
+
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit; \
+      PYTHONUNBUFFERED=1 python3 bench/gpu_check.py --out $OUT --budget-s 360
+
+The machine's start (1-2 min) plus at most 420 s leaves about 6 of the 15 minutes of device time:
+room to rerun what failed at once on the still-warm machine (`--only` those parts, `--budget-s 240`,
+timeout_s 300), not to start a fresh machine and repeat everything.
+
+The CPU smoke test (tests/unit/test_gpu_check.py) runs `--device cpu --smoke`: toy sizes, every
+command built and one dry run; its figures are not GPU figures (the JSON says `smoke: true`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from harness.core.errors import CHECK_FAILED, INTERRUPTED, OK, USAGE  # noqa: E402
+
+PARTS = ("layers", "steps", "tests", "runs", "switches")  # in the order they run
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2 (argparse would print the usage too)
+        self.exit(USAGE, f"error: {message} (see --help)\n")
+
+
+def parse(argv):
+    ap = _Parser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, type=Path, help="folder for gpu_check.json")
+    ap.add_argument("--budget-s", type=float, default=480.0, help="stop starting new checks after this")
+    ap.add_argument("--system", help="1-GPU system for the runs (default: by GPU name, else dgx-h100x1)")
+    ap.add_argument("--parallel", type=int, default=6, help="processes at a time for the tests and tiny runs")
+    ap.add_argument("--only", default=",".join(PARTS), help=f"comma list of: {', '.join(PARTS)}")
+    ap.add_argument("--work", type=Path, help="scratch folder (default: a temporary one, removed)")
+    ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help=argparse.SUPPRESS)
+    ap.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)  # CI: toy sizes on the CPU
+    args = ap.parse_args(argv)
+    parts = set(args.only.split(","))
+    if not parts <= set(PARTS):
+        ap.error(f"--only {args.only}: choose from {', '.join(PARTS)}")
+    if args.out.exists() and not args.out.is_dir():
+        ap.error(f"--out {args.out}: not a folder")
+    if args.parallel < 1:
+        ap.error(f"--parallel {args.parallel}: need at least 1")
+    if args.device == "cpu" and not args.smoke:
+        ap.error("--device cpu is only for --smoke (the CI test); the figures are measured on a GPU")
+    args.only = parts
+    return args
+
+
+def device_facts(device: str) -> dict:
+    import importlib.util
+
+    import torch
+
+    facts = {"torch": torch.__version__, "cuda": torch.version.cuda, "python": sys.version.split()[0]}
+    if device.startswith("cuda"):
+        p = torch.cuda.get_device_properties(0)
+        facts.update(
+            name=p.name,
+            capability=f"{p.major}.{p.minor}",
+            multiprocessors=p.multi_processor_count,
+            memory_gib=round(p.total_memory / 2**30, 1),
+        )
+    else:
+        facts["name"] = "cpu (smoke test)"
+    # Installed or not (each check imports what it uses and says so when the import fails).
+    for lib in ("megatron", "transformer_engine", "torchao", "diffusers", "mlperf_logging", "peft"):
+        facts[f"has_{lib}"] = importlib.util.find_spec(lib) is not None
+    return facts
+
+
+def _line(c) -> str:
+    f = c.figures
+    fig = f"{f['step_s'] * 1e3:9.2f} ms {f['tflops']:7.1f} TFLOP/s" if "step_s" in f else " " * 29
+    mfu = f" MFU {f['mfu']:.1%}" if f.get("mfu") is not None else ""
+    return f"{c.status:8s} {c.name:40s}{fig}{mfu}  {c.detail}"[:220]
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    try:
+        import torch
+    except ImportError:
+        print("error: PyTorch is not installed; see the README's GPU install line", file=sys.stderr)
+        return USAGE
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print(
+            "error: no CUDA GPU visible (torch.cuda.is_available() is False); run this on a GPU host",
+            file=sys.stderr,
+        )
+        return USAGE
+
+    from bench.gpu import flops, layers, runs, steps
+    from bench.gpu.report import Context, summarize
+    from harness.core.files import atomic_write
+
+    name = torch.cuda.get_device_name(0) if args.device == "cuda" else ""
+    system = args.system or flops.system_for_gpu(name) or "dgx-h100x1"
+    ctx = Context(device=args.device, smoke=args.smoke, budget_s=args.budget_s, peaks=flops.peak_tflops(name))
+    if args.smoke:  # toy sizes (the CI test also sets OMP_NUM_THREADS=1: fastest at this size)
+        ctx.warmup, ctx.iters = 1, 2
+    device = device_facts(args.device)
+    print(
+        f"# {device['name']}, torch {device['torch']}, system {system}, budget {args.budget_s:.0f} s",
+        flush=True,
+    )
+    checks, out = [], args.out / "gpu_check.json"
+    with tempfile.TemporaryDirectory(prefix="gpu_check.") as tmp:
+        work = (args.work or Path(tmp)).resolve()
+        stages = [
+            ({"layers"}, lambda: layers.checks(ctx)),
+            ({"steps"}, lambda: steps.checks(ctx, system)),
+            ({"tests", "runs", "switches"}, lambda: runs.checks(ctx, system, work, args.parallel, args.only)),
+        ]
+        for parts, stage in stages:
+            if parts & args.only:
+                done = stage()
+                checks += done
+                for c in done:
+                    print(_line(c), flush=True)
+                # after every stage: a run cut short (a device call's timeout) still leaves figures
+                report = summarize(ctx, checks, device)
+                atomic_write(out, report.dump())
+    print(f"{len(report.failed)} failed, {len(report.not_checked)} not checked; {out}")
+    return CHECK_FAILED if report.failed else OK
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        sys.exit(INTERRUPTED)
