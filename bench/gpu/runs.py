@@ -56,7 +56,7 @@ def _run(cmd: list[str], timeout: float) -> tuple[int, str, str]:
     `mlperf run` stops its own runs (SIGINT, SIGTERM, SIGKILL to every descendant: torch elastic
     puts ranks in sessions of their own, and a rank left alive would hold the pipes open), and the
     code is 124 with a note on stderr."""
-    from harness.run.launch.local import _stop as stop_tree
+    from harness.run.launch.local import stop_tree
 
     p = subprocess.Popen(cmd, cwd=ROOT, env=_env(), stdout=PIPE, stderr=PIPE, text=True)
     try:

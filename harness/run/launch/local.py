@@ -64,7 +64,7 @@ class LocalLauncher:
             try:
                 rc = proc.wait()
             except KeyboardInterrupt:
-                _stop(proc)
+                stop_tree(proc)
                 raise
         # The child's last line is its one-line `error: ...` (harness.train.entry); the caller
         # relays it, so the user sees the cause once.
@@ -86,7 +86,7 @@ class LocalLauncher:
                     monitor.poll(plan)
                     time.sleep(POLL_S)
             except KeyboardInterrupt:
-                _stop(proc)
+                stop_tree(proc)
                 raise
             monitor.poll(plan)
             return proc.returncode
@@ -112,7 +112,7 @@ class TorchrunLauncher(LocalLauncher):
         ]
 
 
-def _stop(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
+def stop_tree(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
     """Stop a run and everything under it: SIGINT first (training stops at a step boundary and
     logs run_stop aborted), then SIGTERM, then SIGKILL, so no orphan outlives `mlperf run`.
 
