@@ -45,7 +45,7 @@ def test_compare_and_plot(tmp_path):
     v40 = doc["rounds"][1]
     assert v40["best_score_min"] == pytest.approx(5.252158024691357)
     assert v40["speedup_best"] == pytest.approx(2.0) and v40["matched_scale"] == 64
-    assert v40["best_accelerator_minutes"] == pytest.approx(5.252158024691357 * 64)
+    assert v40["best_per_accelerator"] == pytest.approx(5.252158024691357 * 64)
     with pytest.raises(ConfigError):
         compare(both, "gpt3", accelerator="TPU")
     from harness.review.results.plot import plot

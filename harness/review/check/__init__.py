@@ -15,7 +15,6 @@ import time
 
 from harness.core.errors import ConfigError
 from harness.review.check.log import (
-    DEFAULT_RULESET,
     LogResult,
     Report,
     check_log,
@@ -23,18 +22,23 @@ from harness.review.check.log import (
     has_mllog,
     is_special,
     log_files,
-    validate_ruleset,
 )
 from harness.review.check.messages import Finding
-from harness.review.check.tree import check_tree, find_orgs
+from harness.review.rules import DEFAULT_RULESET, round_ruleset, rulesets, validate_ruleset
 
 __all__ = ["DEFAULT_RULESET", "Finding", "LogResult", "Report", "check_log", "check_path", "validate_ruleset"]
 
 
-def check_path(path: str | os.PathLike, ruleset: str = DEFAULT_RULESET) -> Report:
-    """Check a log, a folder of logs, a result folder, a submitter folder or a submission tree."""
+def check_path(path: str | os.PathLike, ruleset: str | None = None, round_name: str | None = None) -> Report:
+    """Check a log, a folder of logs, a result folder, a submitter folder or a submission tree.
+    Without `ruleset` (or `round_name`, e.g. v5.0) each log's and folder's ruleset is inferred."""
     raw = os.fspath(path)
-    validate_ruleset(ruleset)
+    if ruleset:
+        validate_ruleset(ruleset)
+    elif round_name and round_ruleset(round_name) is None:
+        raise ConfigError(
+            f"round '{round_name}' has no ruleset in mlperf-logging (known: {', '.join(rulesets())})"
+        )
     if not os.path.lexists(raw):
         raise ConfigError(f"no such file or directory: {raw}")
     if not os.path.isdir(raw) and is_special(raw):
@@ -42,10 +46,13 @@ def check_path(path: str | os.PathLike, ruleset: str = DEFAULT_RULESET) -> Repor
             f"{raw} is not a regular file (a FIFO, socket or device); give a log file or a folder"
         )
     t0 = time.perf_counter()
+    opts = {"round_name": round_name}
     if os.path.isdir(raw):
+        from harness.review.check.tree import check_tree, find_orgs  # trees only: scoring skips it
+
         orgs = find_orgs(raw)
         if orgs:
-            rep = check_tree(raw, orgs, ruleset)
+            rep = check_tree(raw, orgs, ruleset, round_name)
         else:
             files = log_files(raw)
             # In a folder, text files without any MLLOG line (READMEs, job stdout) are not logs;
@@ -55,9 +62,12 @@ def check_path(path: str | os.PathLike, ruleset: str = DEFAULT_RULESET) -> Repor
                 raise ConfigError(f"no MLPerf logs (*.txt, *.log with ':::MLLOG ' lines) under {raw}")
             rep = Report(path=raw, ruleset=ruleset, kind="logs")
             rep.skipped = [display_path(f, os.getcwd()) for f in files if f not in logs]
-            rep.logs = [check_log(f, ruleset, display=display_path(f, os.getcwd())) for f in logs]
+            rep.logs = [check_log(f, ruleset, display=display_path(f, os.getcwd()), **opts) for f in logs]
     else:
         rep = Report(path=raw, ruleset=ruleset, kind="log")
-        rep.logs = [check_log(raw, ruleset)]
+        rep.logs = [check_log(raw, ruleset, **opts)]
+    if not rep.ruleset:
+        used = sorted({r.ruleset for r in rep.logs if r.ruleset}) or [DEFAULT_RULESET]
+        rep.ruleset = ", ".join(used)
     rep.seconds = time.perf_counter() - t0
     return rep

@@ -34,6 +34,7 @@ import time
 
 from harness.core.mllog_reader import TOKEN
 from harness.core.tree import find_result_dirs, load_system, read_scaling
+from harness.review import rules
 from harness.review.check.log import (
     LogResult,
     Report,
@@ -306,10 +307,22 @@ def _package_findings(
     return findings, info
 
 
+def folder_ruleset(
+    result_dir: str, ruleset: str | None, round_name: str | None
+) -> tuple[str, str, str | None]:
+    """(ruleset, how, problem) for a result folder: rules.for_benchmark on its folder name."""
+    name = rules.benchmark_alias(os.path.basename(result_dir))
+    if name in rules.all_benchmarks():
+        return rules.for_benchmark(name, ruleset, round_name=round_name, path=result_dir)
+    rs, how = rules.resolve(ruleset, round_name=round_name, path=result_dir)
+    return rs, how, f"'{name}' is not a benchmark of any training ruleset of mlperf-logging"
+
+
 def check_result_dir(
-    org: str, result_dir: str, ruleset: str, base: str
+    org: str, result_dir: str, ruleset: str | None, base: str, round_name: str | None = None
 ) -> tuple[list[LogResult], list[Finding], dict]:
-    """The package checker (with its seed and RCP steps) on one result folder."""
+    """The package checker (with its seed and RCP steps) on one result folder, under the
+    folder's ruleset (given, or inferred: folder_ruleset)."""
     from mlperf_logging.compliance_checker import mlp_compliance
     from mlperf_logging.package_checker import package_checker
 
@@ -319,13 +332,18 @@ def check_result_dir(
 
     system = os.path.basename(os.path.dirname(result_dir))
     display_dir = display_path(result_dir, base)
+    ruleset, how, note = folder_ruleset(result_dir, ruleset, round_name)
     tool = {
         "tool": "package checker",
         "target": display_dir,
         "benchmark": os.path.basename(result_dir),
         "passed": None,
+        "ruleset": ruleset,
+        "ruleset_source": how,
     }
     findings: list[Finding] = []
+    if note:
+        findings.append(Finding(display_dir, None, "harness", "warning", note, "pass --ruleset to choose"))
     logs: dict[str, LogResult] = {}
     files = [f for f in log_files(result_dir) if os.path.dirname(f) == result_dir]
 
@@ -381,7 +399,7 @@ def check_result_dir(
             def routed_main(filename, config_file, checker):  # the package checker's compliance call
                 real = mapping.get(filename, filename)
                 mark = len(records)
-                res = check_log(real, ruleset, display=display_path(real, base))
+                res = check_log(real, ruleset, display=display_path(real, base), source=how)
                 del records[mark:]  # its messages are in the LogResult, not the package checker's
                 logs[real] = res
                 return res.passed, None, None, None
@@ -451,23 +469,29 @@ def check_result_dir(
     # every log gets the compliance check, also those the package checker did not reach
     for f in files:
         if f not in logs:
-            logs[f] = check_log(f, ruleset, display=display_path(f, base))
+            logs[f] = check_log(f, ruleset, display=display_path(f, base), source=how)
     tool["errors"] = sum(f.severity == "error" for f in findings)
     tool["warnings"] = sum(f.severity == "warning" for f in findings)
     return [logs[f] for f in files], findings, tool
 
 
-def check_tree(path: str, groups: dict[str, list[str]], ruleset: str) -> Report:
+def check_tree(
+    path: str, groups: dict[str, list[str]], ruleset: str | None, round_name: str | None = None
+) -> Report:
     t0 = time.perf_counter()
     base = os.path.abspath(path if os.path.isdir(path) else os.path.dirname(path))
     rep = Report(path=path, ruleset=ruleset, kind="tree")
     for org, dirs in sorted(groups.items()):
-        systems = sorted({os.path.basename(os.path.dirname(d)) for d in dirs})
-        for system in systems:
+        systems: dict[str, str] = {}  # system -> the ruleset of its first result folder
+        for d in sorted(dirs):
+            systems.setdefault(
+                os.path.basename(os.path.dirname(d)), folder_ruleset(d, ruleset, round_name)[0]
+            )
+        for system, rs in sorted(systems.items()):
             sj = os.path.join(org, "systems", system + ".json")
             if not os.path.isfile(sj):
                 continue  # reported per result folder
-            ok, fs = check_system_json(sj, ruleset, display_path(sj, base))
+            ok, fs = check_system_json(sj, rs, display_path(sj, base))
             rep.findings += fs
             rep.tools.append(
                 {
@@ -476,10 +500,11 @@ def check_tree(path: str, groups: dict[str, list[str]], ruleset: str) -> Report:
                     "passed": ok,
                     "errors": len(fs),
                     "warnings": 0,
+                    "ruleset": rs,
                 }
             )
         for d in sorted(dirs):
-            logs, fs, tool = check_result_dir(org, d, ruleset, base)
+            logs, fs, tool = check_result_dir(org, d, ruleset, base, round_name)
             rep.logs += logs
             rep.findings += fs
             rep.tools.append(tool)
