@@ -20,6 +20,7 @@ Each answer carries a short reason (`how`), shown beside every verdict.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import os
 import re
@@ -39,9 +40,8 @@ def _key(ruleset: str) -> tuple:
 def rulesets() -> tuple[str, ...]:
     """Training rulesets of the installed package that have rules and a benchmark list, oldest first."""
     from mlperf_logging import benchmark_meta
-    from mlperf_logging.compliance_checker import mlp_compliance
 
-    here = os.path.dirname(mlp_compliance.__file__)
+    here = _package_dir("compliance_checker")
     found = []
     for name in os.listdir(here):
         m = re.fullmatch(rf"{USAGE}_(\d+\.\d+\.\d+)", name)
@@ -117,10 +117,14 @@ def validate_benchmark(name: str, ruleset: str | None = None) -> str:
 # RCPs and renames
 
 
-def rcp_path(ruleset: str, benchmark: str) -> str | None:
-    from mlperf_logging.rcp_checker import rcp_checker
+def _package_dir(name: str) -> str:
+    """Folder of a package of mlperf-logging, found without importing it (the RCP checker
+    imports scipy.stats: seconds)."""
+    return importlib.util.find_spec(f"mlperf_logging.{name}").submodule_search_locations[0]
 
-    p = os.path.join(os.path.dirname(rcp_checker.__file__), f"{USAGE}_{ruleset}", f"rcps_{benchmark}.json")
+
+def rcp_path(ruleset: str, benchmark: str) -> str | None:
+    p = os.path.join(_package_dir("rcp_checker"), f"{USAGE}_{ruleset}", f"rcps_{benchmark}.json")
     return p if os.path.isfile(p) else None
 
 

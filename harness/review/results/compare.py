@@ -27,8 +27,9 @@ def short_accelerator(name) -> str:
     """'NVIDIA H100-SXM5-80GB' -> 'H100', 'AMD Instinct MI300X 192GB HBM3' -> 'MI300X'."""
     if not isinstance(name, str) or not name:
         return "?"
+    name = re.sub(r"\((?:R|TM)\)|[®™]", "", name)
     m = _ACC_RE.search(name)
-    return m[1] if m else name[:14]
+    return m[1].replace(" ", "") if m else name.strip()[:14]
 
 
 def round_key(r: str) -> tuple:

@@ -10,7 +10,7 @@ computes it (mlperf-logging 4.1.68, `result_summarizer._compute_total_power` and
 The per-file arithmetic and the olympic step repeat the package's functions operation for
 operation (`_compute_power_node`, `_compute_power_sw`, `_index_olympic_average`): importing them
 costs seconds (the summarizer module imports pandas and, through the RCP checker, scipy.stats),
-more than scoring a whole tree. tests/unit/test_results_energy.py holds them equal to the
+more than scoring a whole tree. tests/integration/test_results_rounds.py holds them equal to the
 package's on every fixture power log. Where the official tool crashes --
 a node file without power_measurement_start, a zero-length measurement window (v4.0 smc-*-power),
 a run without power/result_<r>/node_*.txt, a reading that is not a number -- the folder gets one
