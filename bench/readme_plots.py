@@ -37,7 +37,11 @@ def database() -> pd.DataFrame:
         df = load(str(db))
     old = pd.read_csv(SCORES).drop(columns=["submitter"])  # the JSON's name; the folder's is kept
     old = old.rename(
-        columns={"submitter_folder": "submitter", "system_folder": "system", "accelerator_model_name": "accelerator"}
+        columns={
+            "submitter_folder": "submitter",
+            "system_folder": "system",
+            "accelerator_model_name": "accelerator",
+        }
     ).assign(accelerators=lambda d: d["accelerators_count"])
     old = old[[c for c in RESULT_COLUMNS if c in old.columns]]
     return pd.concat([old, df[df["round"] != "v4.0"]], ignore_index=True)

@@ -62,7 +62,10 @@ def test_unknown_names_are_one_clear_line():
         rules.validate_ruleset("5.2.0")
     with pytest.raises(ConfigError, match="round 'v9.9' has no ruleset"):
         rules.resolve(round_name="v9.9")
-    with pytest.raises(ConfigError, match="unknown benchmark 'rgatt' \\(did you mean 'rgat'\\?\\): mlperf-logging knows bert, "):
+    with pytest.raises(
+        ConfigError,
+        match="unknown benchmark 'rgatt' \\(did you mean 'rgat'\\?\\): mlperf-logging knows bert, ",
+    ):
         rules.validate_benchmark("rgatt")
     with pytest.raises(ConfigError, match="'llama31_405b' is not in ruleset 4.0.0"):
         rules.validate_benchmark("llama31_405b", "4.0.0")
