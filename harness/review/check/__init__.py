@@ -24,6 +24,7 @@ from harness.review.check.log import (
     log_files,
 )
 from harness.review.check.messages import Finding
+from harness.review.pool import pmap
 from harness.review.rules import DEFAULT_RULESET, round_ruleset, rulesets, validate_ruleset
 
 __all__ = ["DEFAULT_RULESET", "Finding", "LogResult", "Report", "check_log", "check_path", "validate_ruleset"]
@@ -46,7 +47,6 @@ def check_path(path: str | os.PathLike, ruleset: str | None = None, round_name: 
             f"{raw} is not a regular file (a FIFO, socket or device); give a log file or a folder"
         )
     t0 = time.perf_counter()
-    opts = {"round_name": round_name}
     if os.path.isdir(raw):
         from harness.review.check.tree import check_tree, find_orgs  # trees only: scoring skips it
 
@@ -62,12 +62,18 @@ def check_path(path: str | os.PathLike, ruleset: str | None = None, round_name: 
                 raise ConfigError(f"no MLPerf logs (*.txt, *.log with ':::MLLOG ' lines) under {raw}")
             rep = Report(path=raw, ruleset=ruleset, kind="logs")
             rep.skipped = [display_path(f, os.getcwd()) for f in files if f not in logs]
-            rep.logs = [check_log(f, ruleset, display=display_path(f, os.getcwd()), **opts) for f in logs]
+            jobs = [(f, ruleset, display_path(f, os.getcwd()), round_name) for f in logs]
+            rep.logs = pmap(_check_one, jobs, min_items=8)
     else:
         rep = Report(path=raw, ruleset=ruleset, kind="log")
-        rep.logs = [check_log(raw, ruleset, **opts)]
+        rep.logs = [check_log(raw, ruleset, round_name=round_name)]
     if not rep.ruleset:
         used = sorted({r.ruleset for r in rep.logs if r.ruleset}) or [DEFAULT_RULESET]
         rep.ruleset = ", ".join(used)
     rep.seconds = time.perf_counter() - t0
     return rep
+
+
+def _check_one(job: tuple) -> LogResult:
+    path, ruleset, display, round_name = job
+    return check_log(path, ruleset, display, round_name=round_name)

@@ -45,6 +45,7 @@ from harness.review.check.log import (
     log_files,
 )
 from harness.review.check.messages import MAX_LINE, Finding
+from harness.review.pool import pmap
 
 USAGE = "training"
 
@@ -481,6 +482,7 @@ def check_tree(
     t0 = time.perf_counter()
     base = os.path.abspath(path if os.path.isdir(path) else os.path.dirname(path))
     rep = Report(path=path, ruleset=ruleset, kind="tree")
+    jobs = []
     for org, dirs in sorted(groups.items()):
         systems: dict[str, str] = {}  # system -> the ruleset of its first result folder
         for d in sorted(dirs):
@@ -503,10 +505,15 @@ def check_tree(
                     "ruleset": rs,
                 }
             )
-        for d in sorted(dirs):
-            logs, fs, tool = check_result_dir(org, d, ruleset, base, round_name)
-            rep.logs += logs
-            rep.findings += fs
-            rep.tools.append(tool)
+        jobs += [(org, d, ruleset, base, round_name) for d in sorted(dirs)]
+    # one result folder per worker process: the package checker is CPU-bound and patches module globals
+    for logs, fs, tool in pmap(_check_result_dir, jobs, min_items=2):
+        rep.logs += logs
+        rep.findings += fs
+        rep.tools.append(tool)
     rep.seconds = time.perf_counter() - t0
     return rep
+
+
+def _check_result_dir(job: tuple):
+    return check_result_dir(*job)
