@@ -307,12 +307,13 @@ def log_files(folder: str) -> list[str]:
 
 
 def is_special(path: str) -> bool:
-    """A FIFO, socket or device (opening it could block forever); broken/looping links are not
-    special: reading them fails, which is reported."""
+    """A FIFO, socket or device (opening it could block forever); folders (a result folder's
+    power/) and broken/looping links are not special: reading them fails, which is reported."""
     try:
-        return not stat.S_ISREG(os.stat(path).st_mode)
+        mode = os.stat(path).st_mode
     except OSError:
         return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
 def has_mllog(path: str) -> bool:
