@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from review_data import REPO, digest, expected, extract_rounds, key, small_copy
@@ -161,6 +162,10 @@ def test_scoring_with_rcp_twice_changes_nothing(small, official):
     (rgat,) = [r for r in first if r["benchmark"] == "rgat"]
     assert rgat["rcp_message"].startswith("RCP") and rgat["rcp_record"]["rcp_mean"] > 0
     assert digest(small / "official") != before  # the official tool rewrote scaling.json in its copy
+    for r in closed:  # our recomputed factor is what the official tool left in its copy
+        theirs = Path(r["path"].replace(str(tree), str(small / "official"))) / "scaling.json"
+        factor = json.loads(theirs.read_text())["scaling_factor"] if theirs.exists() else 1.0
+        assert r["rcp_factor"] == pytest.approx(factor, rel=1e-12), (r["path"], r["rcp_factor"], factor)
 
 
 def _mlperf(*args):

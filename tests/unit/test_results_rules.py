@@ -119,3 +119,17 @@ def test_fast_parse_and_check_are_the_packages(logs):
     assert [quiet_check(str(f), "5.1.0").passed for f in logs[2:]] == [False, False, False, True]
     assert "KeyError" in quiet_check(str(logs[4]), "5.1.0").why  # bad_time, list, no_metadata, prefixed
     assert json.loads(json.dumps(quiet_check(str(logs[1]), "4.1.0").why))  # one printable line
+
+
+@pytest.mark.parametrize(
+    "args,msg",
+    [
+        (("check", "README.md", "--ruleset", "4.2.0"), "error: unknown ruleset '4.2.0'"),
+        (("results", "score", "tests", "--round", "v9.9"), "error: round 'v9.9' has no ruleset in mlperf-logging"),
+        (("results", "compare", "-b", "llama3"), "error: unknown benchmark 'llama3'"),
+        (("results", "compare", "-b", "llama31_405b", "--ruleset", "4.1.0"), "error: benchmark 'llama31_405b' is not in"),
+    ],
+)
+def test_cli_unknown_ruleset_round_or_benchmark_is_one_line_exit_2(mlperf, args, msg):
+    p = mlperf(*args)
+    assert p.returncode == 2 and p.stderr.startswith(msg) and len(p.stderr.strip().splitlines()) == 1, p.stderr

@@ -2,9 +2,13 @@
 a submitter folder or a whole submission tree, with every finding explained in one line.
 
     log.py       one log through the compliance checker (tiny logs get the tiny rules)
-    tree.py      result folders and submitter trees: package, RCP and system-description checkers
+    official.py  the compliance checker as the package runs it, without its slow parse and YAML reads
+    tree.py      result folders and submitter trees: the package and RCP checkers (package.py: their
+                 findings) and the system-description checker (systems.py)
     messages.py  the official tools' messages turned into findings (what, where, how to fix)
 
+The ruleset of each log and folder is `--ruleset` or inferred (review/rules.py) and reported with
+its verdict. Logs and result folders are checked in parallel over the cores (review/pool.py).
 Torch-free; never modifies the tree it reads (the package checker runs on a symlinked mirror).
 """
 

@@ -6,7 +6,8 @@ result summarizer runs it on closed-division folders (`rcp_pass='pruned_rcps'`,
 `set_scaling=True`), with one difference: its checker class is swapped, for the call, for a
 subclass whose two file-writing methods record instead of write. So we learn what the official
 tool would leave in `scaling.json` (the factor it writes, 1.0 where it deletes the file, the
-committed file where it stops before) while the folder is never modified.
+committed file where it stops before) while the folder is never modified. Its own reading of the
+logs runs with check.official.fast_token_regex (the same lines, without the quadratic regex).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import logging
 import threading
 
 from harness.review import rules
+from harness.review.check.official import fast_token_regex
 
 _lock = threading.Lock()
 
@@ -54,9 +56,10 @@ def rcp_check(folder: str, ruleset: str, committed_factor: float, division: str 
         rcp_checker.RCP_Checker = ReadOnly
         root.setLevel(logging.ERROR)
         try:
-            ok, msg, _norm = rcp_checker.check_directory(
-                folder, rules.USAGE, ruleset, False, False, rcp_pass="pruned_rcps", set_scaling=True
-            )
+            with fast_token_regex(rcp_checker):  # it re-reads the logs with the quadratic regex
+                ok, msg, _norm = rcp_checker.check_directory(
+                    folder, rules.USAGE, ruleset, False, False, rcp_pass="pruned_rcps", set_scaling=True
+                )
         except Exception as e:  # noqa: BLE001 - e.g. no RCP file for the benchmark: a verdict, not a crash
             ok, msg = False, f"the RCP checker crashed ({type(e).__name__}: {e})"
         finally:
