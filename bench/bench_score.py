@@ -94,6 +94,22 @@ def ours(tree: Path, *extra):
     return w, c, scores
 
 
+def in_process(tree: Path, repeat: int) -> tuple[float, float]:
+    """Best CPU seconds of score_tree() in this process, one worker, with and without the check."""
+    from harness.review.results.score import score_tree
+
+    score_tree(tree, with_runs=False, workers=1)  # warm: imports and the rule-file cache
+    out = []
+    for check in (True, False):
+        best = None
+        for _ in range(repeat):
+            t0 = time.process_time()
+            score_tree(tree, with_runs=False, check=check, workers=1)
+            best = min(best or 1e9, time.process_time() - t0)
+        out.append(best)
+    return out[0], out[1]
+
+
 def differences(off: dict, mine: dict) -> list:
     out = []
     for k, (score, energy) in off.items():
@@ -133,6 +149,11 @@ def main():
         print(
             f"speed ratio official / ours: with the check wall {off_wall / checked[0]:.1f}x cpu {off_cpu / checked[1]:.1f}x"
             f" (goal > 1x); --no-check wall {off_wall / fast[0]:.1f}x cpu {off_cpu / fast[1]:.1f}x (goal >= 50x)"
+        )
+        inproc = in_process(tree, args.repeat)
+        print(
+            f"score_tree() in-process (no interpreter start-up, serial): check {inproc[0]:.3f} s cpu, "
+            f"--no-check {inproc[1]:.3f} s cpu; official cpu / these: {off_cpu / inproc[0]:.1f}x, {off_cpu / inproc[1]:.1f}x"
         )
         status |= bool(diff_c)
     return status

@@ -6,10 +6,8 @@ single-core machines run in-process, where a pool would cost more than it saves.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor
 
 
 def cores() -> int:
@@ -24,7 +22,12 @@ def pmap(fn: Callable, items: Iterable, workers: int | None = None, min_items: i
     module-level function that does not raise for its inputs' contents."""
     items = list(items)
     n = min(workers or cores(), len(items))
-    if n <= 1 or len(items) < min_items or "fork" not in multiprocessing.get_all_start_methods():
+    if n <= 1 or len(items) < min_items:
+        return [fn(x) for x in items]
+    import multiprocessing  # here, not at the top: ~0.1 s of start-up that serial jobs never need
+    from concurrent.futures import ProcessPoolExecutor
+
+    if "fork" not in multiprocessing.get_all_start_methods():
         return [fn(x) for x in items]
     with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork")) as ex:
         return list(ex.map(fn, items, chunksize=max(1, len(items) // (n * 4))))

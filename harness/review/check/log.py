@@ -24,12 +24,12 @@ import contextlib
 import io
 import logging
 import os
-import stat
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
 
 from harness.core.mllog_reader import TOKEN
+from harness.core.tree import is_special
 from harness.review import rules
 from harness.review.check import messages, official
 from harness.review.check.messages import Finding, Scan
@@ -304,16 +304,6 @@ def log_files(folder: str) -> list[str]:
             if fn.endswith(LOG_SUFFIXES) and not fn.startswith(".") and not is_special(p):
                 out.append(p)
     return out
-
-
-def is_special(path: str) -> bool:
-    """A FIFO, socket or device (opening it could block forever); folders (a result folder's
-    power/) and broken/looping links are not special: reading them fails, which is reported."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return False
-    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
 def has_mllog(path: str) -> bool:

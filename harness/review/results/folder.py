@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import glob
 import os
-import statistics
 from dataclasses import dataclass, field
 
-from harness.core.tree import load_system, read_scaling
+from harness.core.tree import is_special, load_system, read_scaling
 from harness.review import rules
-from harness.review.check.log import is_special, tiny_rules_path
 from harness.review.check.official import quiet_check
 from harness.review.results import energy
 from harness.review.results.olympic import score_runs
-from harness.review.results.parse import read_run, run_from_loglines
+from harness.review.results.parse import median, read_run, run_from_loglines
 
 
 @dataclass
@@ -53,7 +51,9 @@ def read_one(task: tuple) -> object:
     path, ruleset, check = task
     if not check or is_special(path):  # a FIFO would block the checker
         return read_run(path)
-    v = quiet_check(path, ruleset, tiny_rules_path())
+    from benchmarks import TINY_RULES  # our tiny logs are checked with the tiny rules
+
+    v = quiet_check(path, ruleset, str(TINY_RULES))
     if v.loglines is None:
         run = read_run(path)
         if not run.problems:
@@ -122,7 +122,7 @@ def assemble(job: tuple) -> dict:
     rates = [r.progress_per_s for r in counted if r.progress_per_s]
     units = {r.progress[1] for r in counted if r.progress}
     row["progress_unit"] = units.pop() if len(units) == 1 else None
-    row["progress_per_s"] = statistics.median(rates) if rates and row["progress_unit"] else None
+    row["progress_per_s"] = median(rates) if rates and row["progress_unit"] else None
     row["energy_j"], run_energy = None, {}
     if energy.has_power(folder):
         order = {p: i for i, p in enumerate(glob.glob(os.path.join(glob.escape(folder), "result_*.txt")))}

@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 import os
 import stat
-import statistics
 from dataclasses import dataclass, field
 
 from harness.core.mllog_reader import iter_mllog, parse_record
@@ -169,7 +168,7 @@ class Run:
             "progress": (self.progress or (None, None))[0],
             "progress_unit": (self.progress or (None, None))[1],
             "progress_per_s": self.progress_per_s,
-            "tracked_throughput": statistics.median(self.tracked_throughput) if self.tracked_throughput else None,
+            "tracked_throughput": median(self.tracked_throughput) if self.tracked_throughput else None,
             "converged": self.converged,
             "problems": self.problems
             + [f"line {n}: {msg}" if n else msg for n, msg in self.parse_errors[:5]]
@@ -179,6 +178,13 @@ class Run:
                 else []
             ),
         }
+
+
+def median(values: list) -> float:
+    """statistics.median without importing statistics (fractions, decimal: ~50 ms at start-up)."""
+    v = sorted(values)
+    m = len(v) // 2
+    return v[m] if len(v) % 2 else (v[m - 1] + v[m]) / 2
 
 
 def read_run(path: str | os.PathLike) -> Run:
