@@ -125,11 +125,34 @@ def test_fast_parse_and_check_are_the_packages(logs):
     "args,msg",
     [
         (("check", "README.md", "--ruleset", "4.2.0"), "error: unknown ruleset '4.2.0'"),
-        (("results", "score", "tests", "--round", "v9.9"), "error: round 'v9.9' has no ruleset in mlperf-logging"),
+        (
+            ("results", "score", "tests", "--round", "v9.9"),
+            "error: round 'v9.9' has no ruleset in mlperf-logging",
+        ),
         (("results", "compare", "-b", "llama3"), "error: unknown benchmark 'llama3'"),
-        (("results", "compare", "-b", "llama31_405b", "--ruleset", "4.1.0"), "error: benchmark 'llama31_405b' is not in"),
+        (
+            ("results", "compare", "-b", "llama31_405b", "--ruleset", "4.1.0"),
+            "error: benchmark 'llama31_405b' is not in",
+        ),
     ],
 )
 def test_cli_unknown_ruleset_round_or_benchmark_is_one_line_exit_2(mlperf, args, msg):
     p = mlperf(*args)
-    assert p.returncode == 2 and p.stderr.startswith(msg) and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert p.returncode == 2 and p.stderr.startswith(msg) and len(p.stderr.strip().splitlines()) == 1, (
+        p.stderr
+    )
+
+
+def test_libyaml_reads_every_rule_file_as_the_pure_python_loader():
+    """check.official caches rule files read with CBaseLoader; the checker reads BaseLoader."""
+    import yaml
+
+    from harness.review.check.log import tiny_rules_path
+
+    here = Path(importlib.util.find_spec("mlperf_logging.compliance_checker").origin).parent
+    files = [f for f in sorted(here.glob("training_*/*.yaml")) if f.parent.name >= "training_3.0.0"]
+    files += [Path(tiny_rules_path()), *sorted(Path(tiny_rules_path()).parent.glob("*/tiny_rules.yaml"))]
+    assert len(files) > 100
+    for f in files:
+        with open(f) as a, open(f) as b:
+            assert yaml.load(a, Loader=yaml.CBaseLoader) == yaml.load(b, Loader=yaml.BaseLoader), f
