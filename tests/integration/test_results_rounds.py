@@ -201,6 +201,10 @@ def test_bad_input_is_one_line_per_problem_and_the_rest_is_scored(rounds, tmp_pa
     (d.parents[2] / "systems" / "hpg.dgxb200x8.n1.json").unlink()
     d = _fault(rounds, *uf, tree, "Unknown")
     d.rename(d.parent / "dlrm_v9")
+    d = _fault(rounds, *uf, tree, "Foreign")  # a benchmark no ruleset has, folder and logs
+    for f in d.glob("result_*.txt"):
+        f.write_text(f.read_text().replace('"value": "dlrm_dcnv2"', '"value": "dlrm_v9"'))
+    d.rename(d.parent / "dlrm_v9")
     d = _fault(rounds, *uf, tree, "Loop")
     (d / "result_9.txt").unlink()
     os.symlink("result_9.txt", d / "result_9.txt")
@@ -224,6 +228,7 @@ def test_bad_input_is_one_line_per_problem_and_the_rest_is_scored(rounds, tmp_pa
         "Corrupt": "result_1.txt: not counted (fails the 5.1.0 compliance check: unparsable MLLOG line",
         "NoSystem": "missing systems/hpg.dgxb200x8.n1.json",
         "Unknown": "folder name 'dlrm_v9' is not a benchmark; its logs say 'dlrm_dcnv2'",
+        "Foreign": "unknown benchmark folder 'dlrm_v9' (no training ruleset of mlperf-logging has it)",
         "Loop": "result_9.txt: not counted (cannot read the file: Too many levels of symbolic links",
         "PowerEmpty": "power/result_3/ has no node_*.txt",
         "PowerZero": "zero-length measurement window",
