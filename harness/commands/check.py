@@ -1,4 +1,7 @@
-"""`mlperf check PATH [--ruleset 4.0.0] [--json]`: the official checkers, readable.
+"""`mlperf check PATH [--ruleset X.Y.Z | --round vX.Y] [--json]`: the official checkers, readable.
+
+Without --ruleset/--round each log's and result folder's ruleset is inferred (the round in its
+path, e.g. training_results_v5.0 -> 5.0.0; else its benchmark) and shown beside its verdict.
 
 Exit 0 when everything passes, 4 when anything fails, 2 for bad usage (missing path, unknown
 ruleset). stdout carries the result (problem lines + summary table, or one JSON document).
@@ -6,10 +9,11 @@ ruleset). stdout carries the result (problem lines + summary table, or one JSON 
 `--json` document (schema_version 1; fields are only ever added):
   schema_version, path, ruleset, kind (log | logs | tree), passed, exit_code, seconds,
   counts {logs, logs_failed, errors, warnings},
-  logs[]     {path, rules, passed, crashed, tiny, benchmark, division, seconds, findings[]},
+  logs[]     {path, rules, ruleset, ruleset_source, passed, crashed, tiny, benchmark, division,
+             seconds, findings[]},
   findings[] tree-level: {file, line, tool, severity, message, fix, detail},
-  tools[]    what ran on the tree: {tool, target, passed, errors, warnings, [benchmark, division,
-             rcp, seed, scaling_factor]},
+  tools[]    what ran on the tree: {tool, target, passed, errors, warnings, ruleset, [ruleset_source,
+             benchmark, division, rcp, seed, scaling_factor]},
   skipped[]  files in a folder without MLLOG lines.
 A finding's `tool` is compliance | package | system-desc | seed | rcp | harness; `detail` holds the
 official tool's full text.
@@ -22,19 +26,22 @@ import sys
 
 import click
 
-from harness.review.check import DEFAULT_RULESET, Report, check_path
+from harness.review.check import Report, check_path
 
 
 @click.command("check")
 @click.argument("path", type=click.Path(exists=False))
 @click.option(
     "--ruleset",
-    default=DEFAULT_RULESET,
-    show_default=True,
-    help="Official ruleset the logs are checked against (tiny logs use benchmarks/tiny_common.yaml).",
+    default=None,
+    metavar="X.Y.Z",
+    help="Training ruleset of the installed mlperf-logging to check against (default: inferred per log "
+    "and folder from the round in its path, else its benchmark, else 4.0.0; tiny logs use "
+    "benchmarks/tiny_common.yaml).",
 )
+@click.option("--round", "round_name", default=None, help="Round of the logs, e.g. v5.0 (ruleset 5.0.0).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document (schema_version 1) on stdout.")
-def check(path, ruleset, as_json):
+def check(path, ruleset, round_name, as_json):
     """Check a log, a folder of logs, a result folder, a submitter folder or a whole submission
     tree with the official MLPerf checkers (compliance on every log; package, system-description,
     seed and RCP checkers on trees).
@@ -47,7 +54,7 @@ def check(path, ruleset, as_json):
 
     Exit codes: 0 all pass, 4 some check failed, 2 bad usage.
     """
-    report = check_path(path, ruleset)
+    report = check_path(path, ruleset, round_name)
     if as_json:
         sys.stdout.write(json.dumps(report.to_json(), indent=1, default=str) + "\n")
     else:
@@ -70,7 +77,7 @@ def render(report: Report) -> None:
     for col in ("file", "benchmark", "division", "rules", "result", "errors", "warnings"):
         table.add_column(col, overflow="fold")
     for r in report.logs:
-        rules = "tiny" if r.tiny else r.rules.split("/")[0].replace("training_", "official ")
+        rules = "tiny" if r.tiny else f"{r.ruleset} ({r.ruleset_source})"
         result = "PASS" if r.passed else ("CRASH" if r.crashed else "FAIL")
         n_err = sum(f.severity == "error" for f in r.findings)
         n_warn = len(r.findings) - n_err
@@ -87,7 +94,11 @@ def render(report: Report) -> None:
         )
     for t in report.tools:
         ok = t.get("passed")
-        what = t["tool"] + (f" (RCP: {t['rcp']})" if t.get("rcp") else "")
+        what = (
+            t["tool"]
+            + (f" {t['ruleset']}" if t.get("ruleset") else "")
+            + (f" (RCP: {t['rcp']})" if t.get("rcp") else "")
+        )
         table.add_row(
             t.get("target", ""),
             t.get("benchmark") or "",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import click
 
@@ -11,18 +12,42 @@ from harness.core.errors import OK
 
 @click.command()
 @click.argument("target", metavar="RUN_DIR|LOG", type=click.Path())
+@click.option(
+    "--db",
+    default=None,
+    help="Ingested results database (`mlperf results ingest`) to compare the run's throughput per "
+    "accelerator with the best published result (default results/db when it exists).",
+)
+@click.option(
+    "--accelerators",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Accelerators the run used (a loose log).",
+)
+@click.option(
+    "--accelerator",
+    default=None,
+    help="Accelerator model of the run, e.g. 'NVIDIA H100-SXM5-80GB' (a loose log).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-def diagnose(target, as_json):
+def diagnose(target, db, accelerators, accelerator, as_json):
     """Apply the troubleshooting table to one run: unstable speed (network), data-wait share
-    (data loading), non-converging loss (learning rate), out of memory (batch/parallelism).
+    (data loading), non-converging loss (learning rate), out of memory (batch/parallelism),
+    evaluation overhead, and throughput per accelerator against the best published result.
 
-    RUN_DIR is results/runs/<bench>/<system>/<id> (log + timings.jsonl + output); a LOG may be
-    the run's mlperf.log or a claimed result_<i>.txt. Exit 0 whether or not something was found."""
+    RUN_DIR is results/runs/<bench>/<system>/<id> (log + timings.jsonl + output); a LOG may be the
+    run's mlperf.log, a claimed result_<i>.txt or any published MLPerf log (its block/eval
+    intervals and tracked_stats are read; in a submission tree the system JSON gives the
+    accelerators). Exit 0 whether or not something was found."""
     from harness.review.diagnose import diagnose as run_diagnose
+    from harness.review.results.ingest import DEFAULT_DB, load
 
-    report = run_diagnose(target)
+    table = None
+    if db or os.path.isdir(DEFAULT_DB):
+        table = load(db or DEFAULT_DB)
+    report = run_diagnose(target, table, accelerators, accelerator)
     if as_json:
-        click.echo(json.dumps(report.to_dict(), indent=2))
+        click.echo(json.dumps(report.to_dict(), indent=2, default=str))
         return OK
     from harness.commands.ui import out as _out
 
@@ -31,8 +56,10 @@ def diagnose(target, as_json):
     if report.status:
         head += f" (run_stop {report.status}, {report.steps} timed steps)"
     out.print(head, markup=False)
+    if report.profile:
+        out.print("log: " + ", ".join(f"{k}={v}" for k, v in report.profile.items()), markup=False)
     if not report.findings:
-        out.print("healthy: no symptom from the troubleshooting table", markup=False)
+        out.print("no symptom from the troubleshooting table", markup=False)
     for f in report.findings:
         out.print(f"\n[bold]{f.symptom}[/bold] -> likely cause: {f.cause}")
         out.print(f"  evidence: {f.summary}", markup=False)

@@ -1,7 +1,8 @@
-"""`mlperf results score|ingest|compare`: official-grade scores and round-over-round analysis.
+"""`mlperf results score|ingest|compare`: official scores and round-over-round analysis.
 
 stdout carries the result (a rich table or one JSON document with `schema_version`); problems
-found while scoring go to stderr as `warning:` lines. Exit 0, or 2 for bad usage.
+found while scoring go to stderr as `warning:` lines, one per problem, naming the folder.
+Exit 0, or 2 for bad usage (unknown ruleset, round or benchmark).
 """
 
 from __future__ import annotations
@@ -17,6 +18,14 @@ from harness.core.errors import ConfigError
 
 SCHEMA_VERSION = 1
 
+_ruleset_opt = click.option(
+    "--ruleset",
+    default=None,
+    metavar="X.Y.Z",
+    help="Training ruleset of the installed mlperf-logging (default: inferred per folder from the round "
+    "folder name, e.g. training_results_v5.0, else from the benchmark; shown in every row).",
+)
+
 
 @click.group("results")
 def results():
@@ -31,28 +40,43 @@ def _dump(doc):
     sys.stdout.write(json.dumps(doc, indent=1, default=str) + "\n")
 
 
+def _warn(rows):
+    for r in rows:
+        for p in r["problems"]:
+            click.echo(f"warning: {r['submitter'] or '-'}/{r['system']}/{r['benchmark']}: {p}", err=True)
+
+
 @results.command("score")
 @click.argument("path", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Also write one CSV row per result.")
 @click.option("--runs/--no-runs", "with_runs", default=True, help="Include per-run details in --json.")
+@_ruleset_opt
 @click.option(
-    "--compliance",
-    "ruleset",
-    default=None,
-    metavar="RULESET",
-    help="Also run the compliance checker (e.g. 4.0.0) and drop failing logs, as the official "
-    "summarizer does (slower).",
+    "--round", "round_name", default=None, help="Round of the results, e.g. v5.0 (sets the ruleset 5.0.0)."
 )
-def score(path, as_json, csv_path, with_runs, ruleset):
+@click.option(
+    "--check/--no-check",
+    default=True,
+    help="Run the official compliance check on every log and drop failing ones, as the official "
+    "summarizer does (default; in parallel over the cores). --no-check is faster and counts a run "
+    "by its run_stop status instead.",
+)
+@click.option(
+    "--rcp",
+    is_flag=True,
+    help="Also run the official RCP check (closed division): verdict and recomputed factor.",
+)
+def score(path, as_json, csv_path, with_runs, ruleset, round_name, check, rcp):
     """Score a result folder, a submitter folder, a submission tree or a published round.
 
     \b
-    Score = olympic mean of per-run minutes (drop fastest and slowest) x committed scaling.json,
-    equal to the official result summarizer (mlperf-logging 4.1.68) on compliant logs; a run
-    whose run_stop status is not success counts as not converged (see harness/review/results/score.py).
-    Example: mlperf results score ../shared/fixtures/mlperf_v4.0 --json
+    Score = olympic mean of the counted runs' minutes x committed scaling.json, energy (J) the
+    same way where power/ logs exist: equal to the official result summarizer (mlperf-logging
+    4.1.68) for every ruleset and benchmark it knows. The tree is never modified.
+    Example: mlperf results score ../training_results_v5.0 --json
     """
+    from harness.review import rules
     from harness.review.results.score import score_tree
 
     if not os.path.exists(path):
@@ -63,136 +87,159 @@ def score(path, as_json, csv_path, with_runs, ruleset):
             "or a folder above it; for one log use `mlperf check`"
         )
     if ruleset:
-        from harness.review.check.log import validate_ruleset
-
-        validate_ruleset(ruleset)
-    rows = score_tree(path, with_runs=with_runs and as_json, compliance=ruleset)
+        rules.validate_ruleset(ruleset)
+    elif round_name:
+        rules.resolve(round_name=round_name)
+    rows = score_tree(
+        path, with_runs=with_runs and as_json, check=check, ruleset=ruleset, round_name=round_name, rcp=rcp
+    )
     if not rows:
         raise ConfigError(f"no result folders (with result_*.txt) under {path}")
-    for r in rows:
-        for p in r["problems"]:
-            click.echo(f"warning: {r['submitter'] or '-'}/{r['system']}/{r['benchmark']}: {p}", err=True)
+    _warn(rows)
+    if not check:
+        click.echo("note: --no-check: logs not compliance-checked; runs counted by run_stop status", err=True)
     if csv_path:
         _write_csv(rows, csv_path)
     if as_json:
-        _dump({"schema_version": SCHEMA_VERSION, "path": path, "results": rows})
+        _dump({"schema_version": SCHEMA_VERSION, "path": path, "checked": check, "results": rows})
         return 0
-    from rich.console import Console
+    from harness.commands.ui import out
+
+    out().print(_score_table(rows, path, rcp))
+    return 0
+
+
+def _score_table(rows, path, rcp):
     from rich.table import Table
 
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
     t = Table(title=f"MLPerf scores under {path}", title_justify="left")
-    for c in (
-        "submitter",
-        "system",
-        "benchmark",
-        "division",
-        "availability",
-        "accelerator",
-        "n",
-        "runs",
-        "minutes per run",
-        "olympic mean",
-        "scaling",
-        "score (min)",
-    ):
-        t.add_column(
-            c,
-            justify="right" if c in ("n", "runs", "olympic mean", "scaling", "score (min)") else "left",
-            overflow="fold",
-        )
+    cols = ["submitter", "system", "benchmark", "ruleset", "division", "accelerator", "n", "runs"]
+    cols += ["minutes per run", "scaling", "score (min)", "energy (MJ)"]
+    cols += ["RCP", "RCP factor"] if rcp else []
+    right = {"n", "runs", "scaling", "score (min)", "energy (MJ)", "RCP factor"}
+    for c in cols:
+        t.add_column(c, justify="right" if c in right else "left", overflow="fold")
     for r in rows:
         mins = " ".join("x" if m is None else f"{m:.2f}" for m in r["run_minutes"])
-        t.add_row(
+        cells = [
             r["submitter"] or "-",
             r["system"],
             r["benchmark"],
+            r["ruleset"],
             r["division"] or "-",
-            r["availability"] or "-",
             r["accelerator"] or "-",
             str(r["accelerators"] or "-"),
             str(r["runs"]),
             mins,
-            _fmt(r["olympic_mean_min"]),
             f"{r['scaling_factor']:.4f}",
             f"[bold]{_fmt(r['score_min'])}[/]" if r["score_min"] is not None else "[red]invalid[/]",
-        )
-    console.print(t)
-    return 0
+            "-" if r["energy_j"] is None else f"{r['energy_j'] / 1e6:.3f}",
+        ]
+        if rcp:
+            cells += [r["rcp"] or "-", _fmt(r["rcp_factor"], 4)]
+        t.add_row(*cells)
+    return t
+
+
+_CSV = [
+    "submitter",
+    "system",
+    "benchmark",
+    "ruleset",
+    "division",
+    "availability",
+    "accelerator",
+    "accelerators",
+    "runs",
+    "olympic_mean_min",
+    "scaling_factor",
+    "score_min",
+    "energy_j",
+    "run_minutes",
+    "problems",
+]
 
 
 def _write_csv(rows, path):
-    cols = [
-        "submitter",
-        "system",
-        "benchmark",
-        "division",
-        "availability",
-        "accelerator",
-        "accelerators",
-        "runs",
-        "olympic_mean_min",
-        "scaling_factor",
-        "score_min",
-        "run_minutes",
-        "problems",
-    ]
     tmp = path + ".tmp"
     with open(tmp, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(cols)
+        w.writerow(_CSV)
         for r in rows:
-            w.writerow([json.dumps(r[c]) if isinstance(r[c], list) else r[c] for c in cols])
+            w.writerow([json.dumps(r[c]) if isinstance(r[c], list) else r[c] for c in _CSV])
     os.replace(tmp, path)
 
 
 @results.command("ingest")
 @click.argument("round_root", type=click.Path())
-@click.option("--round", "round_name", required=True, help="Round name, e.g. v4.0.")
+@click.option("--round", "round_name", required=True, help="Round name, e.g. v5.0 (also sets the ruleset).")
+@_ruleset_opt
+@click.option("--check/--no-check", default=True, help="Compliance-check every log (default), as `score`.")
 @click.option("--db", default=None, help="Results database folder (default results/db).")
 @click.option("--json", "as_json", is_flag=True)
-def ingest(round_root, round_name, db, as_json):
+def ingest(round_root, round_name, ruleset, check, db, as_json):
     """Score a published round (<root>/<Org>/results/...) into results/db/<round>/ (parquet).
 
     Re-ingesting a round replaces it atomically.
-    Example: mlperf results ingest ../training_results_v4.0 --round v4.0
+    Example: mlperf results ingest ../training_results_v5.0 --round v5.0
     """
     from harness.review.results.ingest import DEFAULT_DB
     from harness.review.results.ingest import ingest as do_ingest
 
-    info = do_ingest(round_root, round_name, db or DEFAULT_DB)
+    info = do_ingest(round_root, round_name, db or DEFAULT_DB, ruleset=ruleset, check=check)
     if as_json:
         _dump({"schema_version": SCHEMA_VERSION, **info})
     else:
         click.echo(
-            f"ingested {info['round']}: {info['results']} results ({info['scored']} scored), "
-            f"{info['runs']} runs -> {info['path']}"
+            f"ingested {info['round']} (ruleset {info['ruleset']}): {info['results']} results "
+            f"({info['scored']} scored, {info['with_energy']} with energy), {info['runs']} runs -> {info['path']}"
         )
+        for w in info["warnings"]:
+            click.echo(f"warning: {w}", err=True)
     return 0
 
 
 @results.command("compare")
-@click.option("--benchmark", "-b", required=True, help="Benchmark (official name or alias).")
 @click.option(
-    "--rounds", default=None, help="Comma-separated rounds, e.g. v3.0,v3.1,v4.0 (default: all ingested)."
+    "--benchmark", "-b", required=True, help="Benchmark; its other names are included (gnn = rgat)."
 )
+@click.option(
+    "--rounds", default=None, help="Comma-separated rounds, e.g. v4.0,v4.1,v5.0 (default: all ingested)."
+)
+@_ruleset_opt
 @click.option(
     "--accelerator", default=None, help="Only systems whose accelerator model contains this, e.g. H100."
 )
 @click.option("--scale", type=int, default=None, help="Accelerator count for the matched-scale column.")
 @click.option(
-    "--plot", "plot_path", type=click.Path(dir_okay=False), help="Write a log-log PNG of time vs scale."
+    "--by",
+    type=click.Choice(["time", "energy"]),
+    default="time",
+    show_default=True,
+    help="Rank by time to train or by energy to train (rounds with power results).",
+)
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False),
+    help="Write a PNG of time vs scale, one panel a round.",
 )
 @click.option("--db", default=None, help="Results database folder (default results/db).")
 @click.option("--json", "as_json", is_flag=True)
-def compare(benchmark, rounds, accelerator, scale, plot_path, db, as_json):
-    """Best score, matched-scale score, accelerator-minutes, scaling efficiency and speedup per round."""
+def compare(benchmark, rounds, ruleset, accelerator, scale, by, plot_path, db, as_json):
+    """Best score, matched-scale score, accelerator-minutes, scaling efficiency, energy and speedup per round."""
+    from harness.commands.results_render import compare_table
+    from harness.review import rules
     from harness.review.results.compare import compare as do_compare
     from harness.review.results.ingest import DEFAULT_DB, load
 
-    benchmark = _benchmark_name(benchmark)
+    benchmark = rules.validate_benchmark(
+        _benchmark_name(benchmark), ruleset and rules.validate_ruleset(ruleset)
+    )
     df = load(db or DEFAULT_DB, [r for r in rounds.split(",") if r.strip()] if rounds else None)
-    doc = do_compare(df, benchmark, accelerator, scale)
+    if ruleset:
+        df = df[df["ruleset"] == ruleset]
+    doc = do_compare(df, benchmark, accelerator, scale, by=by)
     if plot_path:
         from harness.review.results.plot import plot
 
@@ -200,58 +247,22 @@ def compare(benchmark, rounds, accelerator, scale, plot_path, db, as_json):
     if as_json:
         _dump({"schema_version": SCHEMA_VERSION, **doc})
         return 0
-    from rich.console import Console
-    from rich.table import Table
+    from harness.commands.ui import out
 
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
-    t = Table(
-        title=f"{benchmark}" + (f" on {accelerator}" if accelerator else "") + " by round",
-        title_justify="left",
-    )
-    ms = doc["matched_scale"]
-    for c in (
-        "round",
-        "results",
-        "best (min)",
-        "best system",
-        "n",
-        f"at {ms or '-'} acc. (min)",
-        "best acc.-min",
-        "scaling eff.",
-        "speedup",
-        "speedup matched",
-    ):
-        t.add_column(c, overflow="fold")
-    for r in doc["rounds"]:
-        eff = (
-            "-"
-            if r["scaling_efficiency"] is None
-            else (f"{r['scaling_efficiency']:.2f} ({r['scaling_from']}->{r['scaling_to']})")
-        )
-        t.add_row(
-            r["round"],
-            str(r["results"]),
-            _fmt(r["best_score_min"]),
-            f"{r['best_submitter']}/{r['best_system']}",
-            str(r["best_accelerators"] or "-"),
-            _fmt(r["matched_score_min"]),
-            _fmt(r["best_accelerator_minutes"], 1),
-            eff,
-            "-" if r["speedup_best"] is None else f"{r['speedup_best']:.2f}x",
-            "-" if r["speedup_matched"] is None else f"{r['speedup_matched']:.2f}x",
-        )
-    console.print(t)
+    out().print(compare_table(doc))
     if plot_path:
         click.echo(f"plot: {plot_path}", err=True)
     return 0
 
 
 def _benchmark_name(name: str) -> str:
-    try:
-        import benchmarks
+    """A benchmark name of mlperf-logging as given; else the harness's aliases (e.g. llama2)."""
+    import benchmarks
+    from harness.review import rules
 
+    if name in rules.all_benchmarks():
+        return name
+    try:
         return benchmarks.get(name).name
     except ConfigError:
-        raise
-    except Exception:  # noqa: BLE001 - the registry is optional here: fall back to the raw name
         return name

@@ -2,62 +2,38 @@
 a submitter folder or a whole submission tree, with every finding explained in one line.
 
     log.py       one log through the compliance checker (tiny logs get the tiny rules)
-    tree.py      result folders and submitter trees: package, RCP and system-description checkers
+    official.py  the compliance checker as the package runs it, without its slow parse and YAML reads
+    tree.py      result folders and submitter trees: the package and RCP checkers (package.py: their
+                 findings) and the system-description checker (systems.py)
     messages.py  the official tools' messages turned into findings (what, where, how to fix)
 
+The ruleset of each log and folder is `--ruleset` or inferred (review/rules.py) and reported with
+its verdict. Logs and result folders are checked in parallel over the cores (review/pool.py).
 Torch-free; never modifies the tree it reads (the package checker runs on a symlinked mirror).
 """
 
 from __future__ import annotations
 
-import os
-import time
-
-from harness.core.errors import ConfigError
-from harness.review.check.log import (
-    DEFAULT_RULESET,
-    LogResult,
-    Report,
-    check_log,
-    display_path,
-    has_mllog,
-    is_special,
-    log_files,
-    validate_ruleset,
-)
-from harness.review.check.messages import Finding
-from harness.review.check.tree import check_tree, find_orgs
-
+# The names below load on first use (PEP 562), so that scoring, which needs only check.official,
+# does not import the checkers' message tables and the tree code.
 __all__ = ["DEFAULT_RULESET", "Finding", "LogResult", "Report", "check_log", "check_path", "validate_ruleset"]
 
 
-def check_path(path: str | os.PathLike, ruleset: str = DEFAULT_RULESET) -> Report:
-    """Check a log, a folder of logs, a result folder, a submitter folder or a submission tree."""
-    raw = os.fspath(path)
-    validate_ruleset(ruleset)
-    if not os.path.lexists(raw):
-        raise ConfigError(f"no such file or directory: {raw}")
-    if not os.path.isdir(raw) and is_special(raw):
-        raise ConfigError(
-            f"{raw} is not a regular file (a FIFO, socket or device); give a log file or a folder"
-        )
-    t0 = time.perf_counter()
-    if os.path.isdir(raw):
-        orgs = find_orgs(raw)
-        if orgs:
-            rep = check_tree(raw, orgs, ruleset)
-        else:
-            files = log_files(raw)
-            # In a folder, text files without any MLLOG line (READMEs, job stdout) are not logs;
-            # result_*.txt files always are. A single named file is always checked.
-            logs = [f for f in files if os.path.basename(f).startswith("result_") or has_mllog(f)]
-            if not logs:
-                raise ConfigError(f"no MLPerf logs (*.txt, *.log with ':::MLLOG ' lines) under {raw}")
-            rep = Report(path=raw, ruleset=ruleset, kind="logs")
-            rep.skipped = [display_path(f, os.getcwd()) for f in files if f not in logs]
-            rep.logs = [check_log(f, ruleset, display=display_path(f, os.getcwd())) for f in logs]
-    else:
-        rep = Report(path=raw, ruleset=ruleset, kind="log")
-        rep.logs = [check_log(raw, ruleset)]
-    rep.seconds = time.perf_counter() - t0
-    return rep
+def __getattr__(name: str):
+    if name == "check_path":
+        from harness.review.check.path import check_path
+
+        return check_path
+    if name in ("check_log", "LogResult", "Report"):
+        from harness.review.check import log
+
+        return getattr(log, name)
+    if name == "Finding":
+        from harness.review.check.messages import Finding
+
+        return Finding
+    if name in ("DEFAULT_RULESET", "validate_ruleset"):
+        from harness.review import rules
+
+        return getattr(rules, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

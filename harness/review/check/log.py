@@ -2,7 +2,8 @@
 
 What runs (mlperf-logging 4.1.68, in-process, never re-encoding a rule):
 - every log: the compliance checker (`mlp_compliance`), with the official rules of `--ruleset`
-  (default 4.0.0) or, for our tiny logs (`harness_size: tiny`), `benchmarks/tiny_common.yaml`
+  or of the ruleset inferred for it (review/rules.py: the round in its path, its benchmark, else
+  4.0.0; each verdict names its ruleset and why) or, for our tiny logs (`harness_size: tiny`), `benchmarks/tiny_common.yaml`
   (which chains `benchmarks/<name>/tiny_rules.yaml`);
 - a submission tree (`<org>/systems/*.json` + `<org>/results/<system>/<benchmark>/`): see
   `tree.py` (package, system-description, seed and RCP checkers).
@@ -23,18 +24,17 @@ import contextlib
 import io
 import logging
 import os
-import stat
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
 
-from harness.core.errors import ConfigError
 from harness.core.mllog_reader import TOKEN
-from harness.review.check import messages
+from harness.core.tree import is_special
+from harness.review import rules
+from harness.review.check import messages, official
 from harness.review.check.messages import Finding, Scan
 
 SCHEMA_VERSION = 1
-DEFAULT_RULESET = "4.0.0"
 LOG_SUFFIXES = (".txt", ".log")
 
 
@@ -49,6 +49,8 @@ class LogResult:
     division: str | None = None
     seconds: float = 0.0
     findings: list[Finding] = field(default_factory=list)
+    ruleset: str | None = None  # the ruleset the verdict used
+    ruleset_source: str | None = None  # why that one: --ruleset, round folder 'v5.0', benchmark, default
 
 
 # ------------------------------------------------------------------------------------------
@@ -99,9 +101,15 @@ def _harness_error(res: LogResult, message: str, fix: str, line: int | None = No
 
 
 def check_log(
-    path: str | os.PathLike, ruleset: str = DEFAULT_RULESET, display: str | None = None
+    path: str | os.PathLike,
+    ruleset: str | None = None,
+    display: str | None = None,
+    *,
+    round_name: str | None = None,
+    source: str | None = None,
 ) -> LogResult:
-    """Run the official compliance checker on one log. Never raises for the file's contents."""
+    """Run the official compliance checker on one log. Never raises for the file's contents.
+    Without `ruleset` it is inferred (rules.for_benchmark); `source` says why a given one applies."""
     path = os.fspath(path)
     display = display or path
     t0 = time.perf_counter()
@@ -110,8 +118,17 @@ def check_log(
         _harness_error(res, "not a regular file (a FIFO, socket or device)", "replace it with the log file")
         return _done(res, t0)
     scan = messages.scan(path)
+    bench = scan.first_value.get("submission_benchmark")
+    if ruleset and source:
+        how, note = source, None
+    elif isinstance(bench, str) and bench in rules.all_benchmarks():
+        ruleset, how, note = rules.for_benchmark(bench, ruleset, round_name=round_name, path=path)
+    else:
+        (ruleset, how), note = rules.resolve(ruleset, round_name=round_name, path=path), None
     config, tiny = rules_for(scan, ruleset)
-    res = LogResult(path=display, rules=config, passed=False, tiny=tiny)
+    res = LogResult(path=display, rules=config, passed=False, tiny=tiny, ruleset=ruleset, ruleset_source=how)
+    if note:
+        res.findings.append(Finding(display, None, "harness", "warning", note, "pass --ruleset to choose"))
     res.benchmark = scan.first_value.get("submission_benchmark")
     res.division = scan.first_value.get("submission_division")
     if scan.error:
@@ -151,7 +168,7 @@ def check_log(
     crash = None
     with captured_official_output() as (records, out, _warned):
         try:
-            valid = checker.check_file(path, config)
+            valid = official.check_file(checker, path, config)
         except Exception as e:  # noqa: BLE001 - the official checker's crashes become findings
             valid, crash = False, e
     mlp_compliance.enqueued_configs.clear()
@@ -289,15 +306,6 @@ def log_files(folder: str) -> list[str]:
     return out
 
 
-def is_special(path: str) -> bool:
-    """A FIFO, socket or device (opening it could block forever); broken/looping links are not
-    special: reading them fails, which is reported."""
-    try:
-        return not stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:
-        return False
-
-
 def has_mllog(path: str) -> bool:
     """Whether the file contains ':::MLLOG ' anywhere (read in chunks; unreadable -> True, so the
     check reports why it cannot be read)."""
@@ -320,16 +328,3 @@ def display_path(p: str, base: str) -> str:
         return p if r.startswith("..") else r
     except ValueError:
         return p
-
-
-def validate_ruleset(ruleset: str) -> str:
-    from mlperf_logging.compliance_checker.mlp_compliance import rule_choices
-
-    choices = sorted(rule_choices())
-    if ruleset not in choices:
-        from harness.core.errors import suggest
-
-        raise ConfigError(
-            f"unknown ruleset '{ruleset}'{suggest(ruleset, choices)}; known: {', '.join(choices)}"
-        )
-    return ruleset

@@ -25,15 +25,14 @@ A `scaling.json` that differs from what the RCP checker computes is reported (wa
 
 from __future__ import annotations
 
-import contextlib
 import os
-import re
 import shutil
 import tempfile
 import time
 
 from harness.core.mllog_reader import TOKEN
 from harness.core.tree import find_result_dirs, load_system, read_scaling
+from harness.review import rules
 from harness.review.check.log import (
     LogResult,
     Report,
@@ -44,8 +43,10 @@ from harness.review.check.log import (
     log_files,
 )
 from harness.review.check.messages import MAX_LINE, Finding
-
-USAGE = "training"
+from harness.review.check.package import package_findings
+from harness.review.check.systems import check_system_json
+from harness.review.pool import pmap
+from harness.review.rules import USAGE
 
 
 def find_orgs(path: str) -> dict[str, list[str]]:
@@ -75,59 +76,6 @@ def _load_system(org: str, system: str) -> tuple[dict | None, str | None]:
     if desc is not None and "division" not in desc:
         return None, f"systems/{system}.json has no 'division' field"
     return desc, problem
-
-
-# ------------------------------------------------------------------------------------------
-# system descriptions
-
-_STATUS_FIX = (
-    "set \"status\" to one of 'Available on-premise', 'Available cloud', 'Research, Development, or "
-    "Internal (RDI)', 'Preview' (v4.0 results were published with 'onprem'/'cloud', which rulesets >= 4.0.0 "
-    "of the current checker reject)"
-)
-
-
-def check_system_json(path: str, ruleset: str, display: str) -> tuple[bool, list[Finding]]:
-    from mlperf_logging.system_desc_checker import system_desc_checker
-
-    findings: list[Finding] = []
-    with captured_official_output() as (records, _out, _w):
-        try:
-            valid = system_desc_checker.check_system_desc(path, USAGE, ruleset)[0]
-        except Exception as e:  # noqa: BLE001 - its crashes become findings
-            valid = False
-            fix = 'every value must be a string ("8", not 8); the file must be a JSON object'
-            if isinstance(e, ValueError):
-                fix = "the file is not valid JSON: repair it or re-create it with `mlperf systems export`"
-            findings.append(
-                Finding(
-                    display,
-                    None,
-                    "system-desc",
-                    "error",
-                    f"the system-description checker crashed ({type(e).__name__}: {e})",
-                    fix,
-                )
-            )
-    for lvl, msg in records:
-        if lvl != "ERROR":
-            continue
-        m = re.search(r"failed for (.*?) : (\[.*\])\s*$", msg, re.S)
-        reasons = [msg]
-        if m:
-            with contextlib.suppress(ValueError, SyntaxError):
-                import ast
-
-                reasons = ast.literal_eval(m[2])
-        for r in reasons:
-            if "status contains a non valid value" in r:
-                fix = _STATUS_FIX
-            elif r.startswith("Missing field"):
-                fix = f'add "{r.split()[-1]}" (a string, may be empty); `mlperf systems export` writes all 33 fields'
-            else:
-                fix = "correct the field as the message says"
-            findings.append(Finding(display, None, "system-desc", "error", r, fix, detail=msg))
-    return valid and not findings, findings
 
 
 # ------------------------------------------------------------------------------------------
@@ -166,150 +114,22 @@ def _mirror(tmp: str, org: str, result_dir: str, exclude: set[str]) -> tuple[str
     return morg, mdir, mapping
 
 
-_PKG_FIX = [
-    (
-        r"Incorrect number of files",
-        "a result needs exactly the official number of result_<i>.txt files "
-        "(gpt3 3; llama2_70b_lora, gnn, stable_diffusion 10): run `mlperf run` with the default --runs",
-    ),
-    (
-        r"files do not comply, directory cannot be accepted",
-        "fix the failing logs listed above, or the power logs (every result_<i> of a power submission needs "
-        "power/result_<i>/node_*.txt); only one failing run is tolerated (as the dropped run of the olympic mean)",
-    ),
-    (r"Seed checker failed", "log an integer `seed` in every run, a different one per run"),
-    (r"RCP Test Failed", None),
-    (r"Expected at least", "add the missing runs"),
-]
-_RCP_FIX = {
-    "Could not detect global_batch_size": "log global_batch_size with one value, the same in every run",
-    "Insufficient convergence": "more than one run did not converge (run_stop status != success): rerun them",
-    "Cannot find any RCPs": "this benchmark has no RCPs for this ruleset",
-    "RCP found": "the runs converge faster than the reference allows: check hyperparameters, or ask for review "
-    "with `rcp-bypass` in package_checker_params",
-    "RCP Interpolation": "the runs converge faster than the interpolated reference allows: check hyperparameters, or "
-    "ask for review with `rcp-bypass` in package_checker_params",
-}
-
-
-def _rcp_numbers(record: str | None, subm_mean: str | None) -> str:
-    """' (submission mean X; RCP mean Y, lowest accepted Z)' from the RCP checker's INFO lines
-    (the record is a dict repr with numpy floats: `'RCP Mean': np.float64(0.78)`)."""
-    if not subm_mean:
-        return ""
-
-    def num(key):
-        m = re.search(rf"'{key}': (?:np\.float64\()?([-0-9.eE+]+)", record or "")
-        return float(m[1]) if m else None
-
-    mean, lowest = num("RCP Mean"), num("Min Epochs")
-    if mean is None or lowest is None:
-        return f" (submission mean {subm_mean})"
-    return f" (submission mean {subm_mean}; RCP mean {mean:.6g}, lowest accepted {lowest:.6g})"
-
-
-def _package_findings(
-    records, warned, display_dir: str, unmirror, has_scaling: bool
-) -> tuple[list[Finding], dict]:
-    findings: list[Finding] = []
-    info = {"rcp": None, "seed": None}
-    rcp_record, subm_mean = None, None
-    for lvl, msg in records:
-        text = unmirror(msg.strip())
-        if lvl == "INFO":
-            if text.startswith("RCP Record:"):
-                rcp_record = text.split(":", 1)[1].strip()
-            elif text.startswith("Submission mean epochs:"):
-                subm_mean = text.split(":", 1)[1].strip()
-            elif text.startswith("RCP Test Passed"):
-                info["rcp"] = text.split(":", 1)[1].strip()
-            elif text == "Running Seed Checker":
-                info["seed"] = "ran"
-            elif text == "Bypassing Seed Checker":
-                info["seed"] = "bypassed"
-            continue
-        if lvl == "ERROR":
-            if text.startswith("RCP Test Failed"):
-                rcp_msg = text.split(":", 1)[1].strip()
-                info["rcp"] = "FAILED: " + rcp_msg
-                fix = _RCP_FIX.get(rcp_msg) or (
-                    "submit the missing RCP or ask for review with `rcp-bypass`"
-                    if "Missing RCP" in rcp_msg
-                    else "see the RCP checker's message"
-                )
-                numbers = _rcp_numbers(rcp_record, subm_mean)
-                findings.append(
-                    Finding(display_dir, None, "rcp", "error", text + numbers, fix, detail=rcp_record or "")
-                )
-                continue
-            if text.startswith("Seed checker failed and found the following errors"):
-                info["seed"] = "failed"
-                for err in text.split(":", 1)[1].strip().splitlines():
-                    if err.strip():
-                        m = re.match(
-                            r"(?:Result file|Error found when querying seeds from) (\S+?):? ", err.strip()
-                        )
-                        findings.append(
-                            Finding(
-                                m[1] if m else display_dir,
-                                None,
-                                "seed",
-                                "error",
-                                err.strip()[:400],
-                                "log one integer `seed` per run, each run a different value",
-                                detail=text,
-                            )
-                        )
-                continue
-            fix = next(
-                (f for pat, f in _PKG_FIX if f and re.search(pat, text)), "see the package checker's message"
-            )
-            if text == "Seed checker failed":
-                continue  # summarised by the lines above
-            findings.append(
-                Finding(display_dir, None, "package", "error", text.splitlines()[0][:400], fix, detail=text)
-            )
-        elif lvl == "WARNING":
-            if "Run incomplete or did not converge" in text:
-                fix = "a run did not end with run_stop status success; at most one such run is allowed"
-            elif "accepting this under olympic scoring" in text:
-                fix = "one failing log is tolerated; fix it anyway if you can"
-            elif "do not conform to naming convention" in text or "Unknown files" in text:
-                fix = "only result_<i>.txt, scaling.json, package_checker_params and power/ belong in a result folder"
-                if has_scaling:
-                    fix += " (the package checker also counts a committed scaling.json here: expected then)"
-            elif "RCP test failed but allowed" in text or "Please be ready" in text:
-                fix = "rcp-bypass is set: the result will be reviewed by the submission committee"
-            elif "power result" in text or "power" in text.lower():
-                fix = (
-                    "a power submission needs power/result_<i>/node_*.txt for every run; delete power/ for a "
-                )
-                fix += "performance-only result"
-            elif text.startswith("Skipping benchmark"):
-                fix = "this folder is not a benchmark of this ruleset"
-            else:
-                fix = "see the package checker's message"
-            findings.append(
-                Finding(display_dir, None, "package", "warning", text.splitlines()[0][:400], fix, detail=text)
-            )
-    for w in warned:
-        findings.append(
-            Finding(
-                display_dir,
-                None,
-                "seed",
-                "warning",
-                unmirror(str(w.message))[:400],
-                "log the seed once per run (rank 0 only)",
-            )
-        )
-    return findings, info
+def folder_ruleset(
+    result_dir: str, ruleset: str | None, round_name: str | None
+) -> tuple[str, str, str | None]:
+    """(ruleset, how, problem) for a result folder: rules.for_benchmark on its folder name."""
+    name = rules.benchmark_alias(os.path.basename(result_dir))
+    if name in rules.all_benchmarks():
+        return rules.for_benchmark(name, ruleset, round_name=round_name, path=result_dir)
+    rs, how = rules.resolve(ruleset, round_name=round_name, path=result_dir)
+    return rs, how, f"'{name}' is not a benchmark of any training ruleset of mlperf-logging"
 
 
 def check_result_dir(
-    org: str, result_dir: str, ruleset: str, base: str
+    org: str, result_dir: str, ruleset: str | None, base: str, round_name: str | None = None
 ) -> tuple[list[LogResult], list[Finding], dict]:
-    """The package checker (with its seed and RCP steps) on one result folder."""
+    """The package checker (with its seed and RCP steps) on one result folder, under the
+    folder's ruleset (given, or inferred: folder_ruleset)."""
     from mlperf_logging.compliance_checker import mlp_compliance
     from mlperf_logging.package_checker import package_checker
 
@@ -319,13 +139,18 @@ def check_result_dir(
 
     system = os.path.basename(os.path.dirname(result_dir))
     display_dir = display_path(result_dir, base)
+    ruleset, how, note = folder_ruleset(result_dir, ruleset, round_name)
     tool = {
         "tool": "package checker",
         "target": display_dir,
         "benchmark": os.path.basename(result_dir),
         "passed": None,
+        "ruleset": ruleset,
+        "ruleset_source": how,
     }
     findings: list[Finding] = []
+    if note:
+        findings.append(Finding(display_dir, None, "harness", "warning", note, "pass --ruleset to choose"))
     logs: dict[str, LogResult] = {}
     files = [f for f in log_files(result_dir) if os.path.dirname(f) == result_dir]
 
@@ -381,7 +206,7 @@ def check_result_dir(
             def routed_main(filename, config_file, checker):  # the package checker's compliance call
                 real = mapping.get(filename, filename)
                 mark = len(records)
-                res = check_log(real, ruleset, display=display_path(real, base))
+                res = check_log(real, ruleset, display=display_path(real, base), source=how)
                 del records[mark:]  # its messages are in the LogResult, not the package checker's
                 logs[real] = res
                 return res.passed, None, None, None
@@ -413,7 +238,7 @@ def check_result_dir(
                 return text.replace(mdir, display_dir).replace(morg, org)
 
             has_scaling = os.path.isfile(os.path.join(result_dir, "scaling.json"))
-            pkg_findings, info = _package_findings(records, warned, display_dir, unmirror, has_scaling)
+            pkg_findings, info = package_findings(records, warned, display_dir, unmirror, has_scaling)
             findings += pkg_findings
             tool.update(
                 passed=bool(ok) and not any(f.severity == "error" for f in findings),
@@ -451,23 +276,30 @@ def check_result_dir(
     # every log gets the compliance check, also those the package checker did not reach
     for f in files:
         if f not in logs:
-            logs[f] = check_log(f, ruleset, display=display_path(f, base))
+            logs[f] = check_log(f, ruleset, display=display_path(f, base), source=how)
     tool["errors"] = sum(f.severity == "error" for f in findings)
     tool["warnings"] = sum(f.severity == "warning" for f in findings)
     return [logs[f] for f in files], findings, tool
 
 
-def check_tree(path: str, groups: dict[str, list[str]], ruleset: str) -> Report:
+def check_tree(
+    path: str, groups: dict[str, list[str]], ruleset: str | None, round_name: str | None = None
+) -> Report:
     t0 = time.perf_counter()
     base = os.path.abspath(path if os.path.isdir(path) else os.path.dirname(path))
     rep = Report(path=path, ruleset=ruleset, kind="tree")
+    jobs = []
     for org, dirs in sorted(groups.items()):
-        systems = sorted({os.path.basename(os.path.dirname(d)) for d in dirs})
-        for system in systems:
+        systems: dict[str, str] = {}  # system -> the ruleset of its first result folder
+        for d in sorted(dirs):
+            systems.setdefault(
+                os.path.basename(os.path.dirname(d)), folder_ruleset(d, ruleset, round_name)[0]
+            )
+        for system, rs in sorted(systems.items()):
             sj = os.path.join(org, "systems", system + ".json")
             if not os.path.isfile(sj):
                 continue  # reported per result folder
-            ok, fs = check_system_json(sj, ruleset, display_path(sj, base))
+            ok, fs = check_system_json(sj, rs, display_path(sj, base))
             rep.findings += fs
             rep.tools.append(
                 {
@@ -476,12 +308,18 @@ def check_tree(path: str, groups: dict[str, list[str]], ruleset: str) -> Report:
                     "passed": ok,
                     "errors": len(fs),
                     "warnings": 0,
+                    "ruleset": rs,
                 }
             )
-        for d in sorted(dirs):
-            logs, fs, tool = check_result_dir(org, d, ruleset, base)
-            rep.logs += logs
-            rep.findings += fs
-            rep.tools.append(tool)
+        jobs += [(org, d, ruleset, base, round_name) for d in sorted(dirs)]
+    # one result folder per worker process: the package checker is CPU-bound and patches module globals
+    for logs, fs, tool in pmap(_check_result_dir, jobs, min_items=2):
+        rep.logs += logs
+        rep.findings += fs
+        rep.tools.append(tool)
     rep.seconds = time.perf_counter() - t0
     return rep
+
+
+def _check_result_dir(job: tuple):
+    return check_result_dir(*job)

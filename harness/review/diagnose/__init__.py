@@ -4,7 +4,9 @@
     for f in report.findings: print(f.symptom, f.evidence, f.remedy)
 
 Inputs: harness/review/diagnose/inputs.py (log, timings.jsonl, process output, plan).
-Detectors: harness/review/diagnose/detectors.py (speed, data loading, learning rate, out of memory).
+Detectors: harness/review/diagnose/detectors.py (speed, data loading, learning rate, out of memory)
+and published.py (what any MLPerf log says: block/eval intervals, tracked_stats throughput,
+evaluation overhead, throughput per accelerator against the best published result in a database).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.review.diagnose import detectors, inputs
+from harness.review.diagnose import detectors, inputs, published
 from harness.review.diagnose.detectors import Finding
 
 SCHEMA_VERSION = 1
@@ -28,6 +30,7 @@ class Report:
     steps: int
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    profile: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {
@@ -40,13 +43,25 @@ class Report:
             "steps_timed": self.steps,
             "healthy": not self.findings,
             "findings": [f.to_dict() for f in self.findings],
+            "profile": self.profile,
             "notes": self.notes,
         }
 
 
-def diagnose(target: str | Path) -> Report:
-    run = inputs.load(target)
+def diagnose(
+    target: str | Path, db=None, accelerators: int | None = None, accelerator: str | None = None
+) -> Report:
+    """`db`: the ingested results table (results.ingest.load) for the comparison with published results."""
+    run = inputs.load(target, accelerators, accelerator)
     findings = [f for det in detectors.DETECTORS if (f := det(run)) is not None]
+    prof = published.profile(run)
+    for det in (published.eval_overhead(run, prof), published.slow_vs_published(run, prof, db)):
+        if det is not None:
+            findings.append(det)
+    if db is not None and prof.get("progress_per_s_per_acc") is None:
+        run.notes.append(
+            "no comparison with published results: accelerator count or model unknown (--accelerators, --accelerator)"
+        )
     return Report(
         source=run.source,
         run_dir=str(run.run_dir) if run.run_dir else None,
@@ -56,6 +71,7 @@ def diagnose(target: str | Path) -> Report:
         steps=len(run.timings),
         findings=findings,
         notes=run.notes,
+        profile=prof,
     )
 
 

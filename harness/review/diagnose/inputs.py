@@ -17,6 +17,7 @@ from pathlib import Path
 from harness.core.errors import ConfigError
 from harness.core.mllog_reader import read_events
 from harness.core.runfolder import OUTPUT_FILES, read_timings
+from harness.core.tree import load_system
 
 
 @dataclass
@@ -30,6 +31,10 @@ class RunData:
     """Tail of the processes' output (for crash signatures such as out-of-memory)."""
     plan: object | None = None
     notes: list[str] = field(default_factory=list)
+    accelerators: int | None = None
+    """Accelerators the run used: the system JSON of a submission tree, the plan, or --accelerators."""
+    accelerator: str | None = None
+    """Accelerator model: the system JSON's accelerator_model_name, or --accelerator."""
 
     def first(self, key: str, default=None):
         for e in self.events:
@@ -98,7 +103,32 @@ def _run_dir_of_result(log: Path) -> Path | None:
     return None
 
 
-def load(target: str | Path) -> RunData:
+def _tree_system(log: Path) -> dict | None:
+    """The system JSON of <org>/results/<system>/<benchmark>/result_<i>.txt, if there is one."""
+    try:
+        bench_dir = log.resolve().parent
+        results = bench_dir.parent.parent
+    except OSError:
+        return None
+    if results.name != "results":
+        return None
+    desc, _problem = load_system(str(results.parent), bench_dir.parent.name)
+    return desc
+
+
+def _accelerators(data: RunData, log: Path | None) -> None:
+    desc = _tree_system(log) if log is not None else None
+    if desc is not None:
+        try:
+            data.accelerators = int(desc.get("number_of_nodes")) * int(desc.get("accelerators_per_node"))
+        except (TypeError, ValueError):
+            pass
+        data.accelerator = desc.get("accelerator_model_name") or None
+    elif data.plan is not None:
+        data.accelerators = data.plan.layout.world_size
+
+
+def load(target: str | Path, accelerators: int | None = None, accelerator: str | None = None) -> RunData:
     p = Path(target)
     if not p.exists():
         raise ConfigError(f"{p}: no such run folder or log")
@@ -130,6 +160,11 @@ def load(target: str | Path) -> RunData:
     if run_dir is not None:
         data.timings = read_timings(run_dir / "timings.jsonl")
         data.output = "\n".join(_tail(run_dir / f) for f in OUTPUT_FILES if (run_dir / f).exists())
+    _accelerators(data, data.log_path)
+    data.accelerators = accelerators or data.accelerators
+    data.accelerator = accelerator or data.accelerator
     if not data.timings:
-        data.notes.append("no timings.jsonl: speed and data-loading checks skipped")
+        data.notes.append(
+            "no timings.jsonl: step-level speed and data-loading checks skipped (MLLOG intervals used)"
+        )
     return data

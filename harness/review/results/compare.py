@@ -1,64 +1,98 @@
 """`mlperf results compare`: round-over-round analysis of ingested results.
 
-Per round, for one benchmark (optionally one accelerator family, matched by substring of the
-system JSON's `accelerator_model_name`, e.g. `H100`):
-- best score and the result that set it;
-- score at a matched scale: the best score at the largest accelerator count present in every
-  compared round (or `--scale N`);
-- per-accelerator-normalised time: score × accelerators (accelerator-minutes), best of the round;
-- scaling efficiency between the smallest and the largest scale of the round:
-  (score_small × n_small) / (score_large × n_large), 1.0 = perfect strong scaling;
-- speedup over the previous round, of the best score and at the matched scale.
+A benchmark is followed across its renames (rules.linked: gnn in v4.x is rgat in v5.x, ssd is
+retinanet). Per round, for that benchmark (optionally one accelerator family, matched by
+substring of the system JSON's `accelerator_model_name`, e.g. `H100`), ranked by time to train
+or, with `by="energy"`, by energy to train (rounds and results with power logs):
+- best result and who set it;
+- at a matched scale: the best at the largest accelerator count present in every compared round
+  (or `scale`);
+- per accelerator: score x accelerators (accelerator-minutes) or energy / accelerators, the best;
+- scaling efficiency within the accelerator model of the round's largest result, between its
+  smallest and largest scale: (t_small x n_small) / (t_large x n_large), 1.0 = perfect;
+- best energy (J) and energy per accelerator where the round has power results;
+- speedup over the previous round, of the best and at the matched scale.
 """
 
 from __future__ import annotations
 
+import re
+
 from harness.core.errors import ConfigError
+from harness.review import rules
+
+METRICS = {"time": "score_min", "energy": "energy_j"}
+_ACC_RE = re.compile(r"\b(GB\d{3}|[A-Z]{1,2}\d{2,3}[A-Z]?|MI\d{3}X?|Gaudi\s?\d|TPU[-\s]?\w+)", re.I)
+def short_accelerator(name) -> str:
+    """'NVIDIA H100-SXM5-80GB' -> 'H100', 'AMD Instinct MI300X 192GB HBM3' -> 'MI300X'."""
+    if not isinstance(name, str) or not name:
+        return "?"
+    name = re.sub(r"\((?:R|TM)\)|[®™]", "", name)
+    m = _ACC_RE.search(name)
+    return m[1].replace(" ", "") if m else name.strip()[:14]
 
 
-def _round_key(r: str) -> tuple:
+def round_key(r: str) -> tuple:
     try:
         return tuple(int(x) for x in r.lstrip("v").split("."))
     except ValueError:
         return (999, r)
 
 
-def _pick(df, col="score_min"):
-    row = df.loc[df[col].idxmin()]
-    return row
-
-
-def compare(df, benchmark: str, accelerator: str | None = None, scale: int | None = None) -> dict:
-    sel = df[(df["benchmark"] == benchmark) & df["score_min"].notna()]
+def select(df, benchmark: str, accelerator: str | None = None, metric: str = "score_min"):
+    """Rows of the benchmark under any of its names with a value of `metric`."""
+    names = rules.linked(benchmark) if benchmark in rules.all_benchmarks() else [benchmark]
+    sel = df[df["benchmark"].isin(names) & df[metric].notna()]
     if accelerator:
         sel = sel[sel["accelerator"].fillna("").str.contains(accelerator, case=False, regex=False)]
+    return sel, names
+
+
+def _best(df, col):
+    return df.loc[df[col].astype(float).idxmin()]
+
+
+def _opt(v):
+    return None if v is None or v != v else float(v)  # NaN -> None
+
+
+def compare(df, benchmark: str, accelerator: str | None = None, scale: int | None = None, by: str = "time") -> dict:
+    metric = METRICS[by]
+    if metric not in df.columns:
+        raise ConfigError(f"the database has no {by} column: re-ingest the rounds with this version")
+    sel, names = select(df, benchmark, accelerator, metric)
     if sel.empty:
-        what = f"{benchmark}" + (f" on {accelerator}" if accelerator else "")
-        raise ConfigError(f"no scored results for {what} in the ingested rounds")
-    rounds = sorted(sel["round"].unique(), key=_round_key)
+        what = "/".join(names) + (f" on {accelerator}" if accelerator else "")
+        raise ConfigError(f"no results with a {by} score for {what} in the ingested rounds")
+    rounds = sorted(sel["round"].unique(), key=round_key)
     if scale is None:
         common = None
         for r in rounds:
             counts = set(sel[sel["round"] == r]["accelerators"].dropna().astype(int))
             common = counts if common is None else common & counts
         scale = max(common) if common else None
-    out = []
-    prev = None
+    out, prev = [], None
     for r in rounds:
         d = sel[sel["round"] == r]
-        best = _pick(d)
+        best = _best(d, metric)
         row = {
             "round": r,
+            "benchmark": str(best["benchmark"]),
+            "ruleset": best.get("ruleset"),
             "results": int(len(d)),
-            "best_score_min": float(best["score_min"]),
+            "by": by,
+            "best": float(best[metric]),
+            "best_score_min": _opt(best["score_min"]),
+            "best_energy_j": _opt(best.get("energy_j")),
             "best_submitter": best["submitter"],
             "best_system": best["system"],
+            "best_accelerator": best["accelerator"],
             "best_accelerators": _int(best["accelerators"]),
             "matched_scale": scale,
-            "matched_score_min": None,
+            "matched": None,
             "matched_system": None,
-            "best_accelerator_minutes": None,
-            "best_accelerator_minutes_system": None,
+            "best_per_accelerator": None,
+            "best_per_accelerator_system": None,
             "scaling_efficiency": None,
             "scaling_from": None,
             "scaling_to": None,
@@ -68,33 +102,37 @@ def compare(df, benchmark: str, accelerator: str | None = None, scale: int | Non
         if scale is not None:
             m = d[d["accelerators"] == scale]
             if not m.empty:
-                mb = _pick(m)
-                row["matched_score_min"] = float(mb["score_min"])
-                row["matched_system"] = mb["system"]
+                mb = _best(m, metric)
+                row["matched"], row["matched_system"] = float(mb[metric]), mb["system"]
         am = d[d["accelerators"].notna()]
         if not am.empty:
-            am = am.assign(_am=am["score_min"] * am["accelerators"])
-            ab = am.loc[am["_am"].idxmin()]
-            row["best_accelerator_minutes"] = float(ab["_am"])
-            row["best_accelerator_minutes_system"] = ab["system"]
-            # strong scaling within one accelerator model: the one of the largest-scale result
-            top = am[am["accelerators"] == am["accelerators"].max()]
-            same = am[am["accelerator"] == _pick(top)["accelerator"]]
-            scales = sorted(set(same["accelerators"].astype(int)))
-            if len(scales) >= 2:
-                lo = _pick(same[same["accelerators"] == scales[0]])
-                hi = _pick(same[same["accelerators"] == scales[-1]])
-                row["scaling_efficiency"] = float(
-                    (lo["score_min"] * scales[0]) / (hi["score_min"] * scales[-1])
-                )
-                row["scaling_from"], row["scaling_to"] = scales[0], scales[-1]
+            n = am["accelerators"].astype(float)
+            # time: accelerator-minutes (time x n); energy: joules per accelerator (E / n)
+            am = am.assign(_per=am[metric].astype(float) * n if by == "time" else am[metric].astype(float) / n)
+            ab = am.loc[am["_per"].idxmin()]
+            row["best_per_accelerator"], row["best_per_accelerator_system"] = float(ab["_per"]), ab["system"]
+            if by == "time":
+                _scaling(row, am, metric)
         if prev is not None:
-            row["speedup_best"] = prev["best_score_min"] / row["best_score_min"]
-            if prev["matched_score_min"] and row["matched_score_min"]:
-                row["speedup_matched"] = prev["matched_score_min"] / row["matched_score_min"]
+            row["speedup_best"] = prev["best"] / row["best"]
+            if prev["matched"] and row["matched"]:
+                row["speedup_matched"] = prev["matched"] / row["matched"]
         out.append(row)
         prev = row
-    return {"benchmark": benchmark, "accelerator": accelerator, "matched_scale": scale, "rounds": out}
+    return {"benchmark": benchmark, "names": names, "accelerator": accelerator, "by": by, "matched_scale": scale, "rounds": out}
+
+
+def _scaling(row: dict, am, metric: str) -> None:
+    """Strong scaling within the accelerator model of the round's largest result."""
+    top = am[am["accelerators"] == am["accelerators"].max()]
+    same = am[am["accelerator"] == _best(top, metric)["accelerator"]]
+    scales = sorted(set(same["accelerators"].astype(int)))
+    if len(scales) < 2:
+        return
+    lo = _best(same[same["accelerators"] == scales[0]], metric)
+    hi = _best(same[same["accelerators"] == scales[-1]], metric)
+    row["scaling_efficiency"] = float((lo[metric] * scales[0]) / (hi[metric] * scales[-1]))
+    row["scaling_from"], row["scaling_to"] = scales[0], scales[-1]
 
 
 def _int(v):

@@ -6,7 +6,9 @@ Layout under the database folder (default `results/db/`):
     .<round>-<id>/runs.parquet      one row per run (result_<i>.txt)
 Re-ingesting a round writes a new snapshot and swaps the symlink with `os.replace` (atomic: a
 reader sees the old round or the new one, never a mix), then removes the old snapshot.
-Every row records the round, the mlperf-logging version and the ruleset it was scored under.
+Every row records the round, the mlperf-logging version and the ruleset it was scored under
+(`--ruleset`, else the round's: v5.0 -> 5.0.0), its energy where the folder has power logs, and
+the end-to-end throughput of its runs (progress per second per accelerator, for `diagnose`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import uuid
 from importlib import metadata
 
 from harness.core.errors import ConfigError
+from harness.review import rules
 from harness.review.results.score import score_tree
 
 DEFAULT_DB = os.path.join("results", "db")
@@ -40,9 +43,16 @@ RESULT_COLUMNS = [
     "scaling_factor",
     "score_min",
     "accelerator_minutes",
+    "energy_j",
+    "framework",
+    "progress_unit",
+    "progress_per_s",
+    "progress_per_s_per_acc",
     "problems",
     "path",
     "ruleset",
+    "ruleset_source",
+    "checked",
     "mlperf_logging",
 ]
 
@@ -61,21 +71,22 @@ def _logging_version() -> str:
         return "unknown"
 
 
-def rows_for(round_root: str, round_name: str, ruleset: str = "4.0.0") -> tuple[list[dict], list[dict]]:
+def rows_for(
+    round_root: str, round_name: str, ruleset: str | None = None, check: bool = True
+) -> tuple[list[dict], list[dict]]:
     """(result rows, run rows) for every result folder under round_root."""
     version = _logging_version()
     results, runs = [], []
-    for r in score_tree(round_root, with_runs=True):
+    for r in score_tree(round_root, with_runs=True, check=check, ruleset=ruleset, round_name=round_name):
         scored = [m for m in r["run_minutes"] if m is not None]
+        acc = r["accelerators"]
         row = {
             "round": round_name,
             **{k: r.get(k) for k in RESULT_COLUMNS if k in r},
             "runs_scored": len(scored),
-            "accelerator_minutes": (r["score_min"] * r["accelerators"])
-            if r["score_min"] is not None and r["accelerators"]
-            else None,
+            "accelerator_minutes": (r["score_min"] * acc) if r["score_min"] is not None and acc else None,
+            "progress_per_s_per_acc": r["progress_per_s"] / acc if r["progress_per_s"] and acc else None,
             "problems": "; ".join(r["problems"]),
-            "ruleset": ruleset,
             "mlperf_logging": version,
         }
         results.append({k: row.get(k) for k in RESULT_COLUMNS})
@@ -93,6 +104,10 @@ def rows_for(round_root: str, round_name: str, ruleset: str = "4.0.0") -> tuple[
                     "status": d["status"],
                     "global_batch_size": _num(d["global_batch_size"]),
                     "seed": _num(d["seed"]),
+                    "energy_j": d["energy_j"],
+                    "progress_unit": d["progress_unit"],
+                    "progress_per_s": d["progress_per_s"],
+                    "tracked_throughput": d["tracked_throughput"],
                     "problems": "; ".join(d["problems"]),
                 }
             )
@@ -103,13 +118,18 @@ def _num(v):
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def ingest(round_root: str, round_name: str, db: str = DEFAULT_DB, ruleset: str = "4.0.0") -> dict:
+def ingest(
+    round_root: str, round_name: str, db: str = DEFAULT_DB, ruleset: str | None = None, check: bool = True
+) -> dict:
     import pandas as pd
 
     if not os.path.isdir(round_root):
         raise ConfigError(f"no such directory: {round_root}")
     round_name = normalise_round(round_name)
-    results, runs = rows_for(round_root, round_name, ruleset)
+    ruleset = rules.resolve(ruleset, round_name=round_name)[0] if ruleset else None
+    if ruleset is None:
+        rules.resolve(round_name=round_name)  # one clear line for a round the package does not know
+    results, runs = rows_for(round_root, round_name, ruleset, check)
     if not results:
         raise ConfigError(
             f"no result folders (<org>/results/<system>/<benchmark>/result_*.txt) under {round_root}"
@@ -136,11 +156,16 @@ def ingest(round_root: str, round_name: str, db: str = DEFAULT_DB, ruleset: str 
         shutil.rmtree(old, ignore_errors=True)
     return {
         "round": round_name,
+        "ruleset": ", ".join(sorted({r["ruleset"] for r in results})),
         "db": db,
         "results": len(results),
         "runs": len(runs),
         "scored": sum(r["score_min"] is not None for r in results),
+        "with_energy": sum(r["energy_j"] is not None for r in results),
         "path": os.path.join(db, round_name),
+        "warnings": [
+            f"{r['submitter']}/{r['system']}/{r['benchmark']}: {r['problems']}" for r in results if r["problems"]
+        ],
     }
 
 
