@@ -26,7 +26,6 @@ Sharded sizes are exact divisions (implementations pad to a multiple of the grou
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 
 BF16, FP32 = 2, 4
@@ -37,8 +36,7 @@ def default_config(bench: str):
     without a default, such as gpt3's global batch, stay unset)."""
     import benchmarks
 
-    module, cls = benchmarks.get(bench).config_class.split(":")
-    return getattr(importlib.import_module(module), cls).model_construct()
+    return benchmarks.config_class(bench).model_construct()
 
 
 def _layout(layout) -> dict:
