@@ -34,6 +34,7 @@ import yaml  # noqa: E402
 from harness.planner import calibration as C  # noqa: E402
 from harness.planner import fitting as F  # noqa: E402
 from harness.planner import hardware as H  # noqa: E402
+from harness.planner import search as SE  # noqa: E402
 from harness.planner import stacks as S  # noqa: E402
 from harness.planner.hardware import DATA  # noqa: E402
 
@@ -71,7 +72,7 @@ def main(argv=None) -> int:
     t0 = time.time()
     rows = list(C.published())
     k = F.fit(rows, start=C.constants())
-    preds = {"in_sample": {r.id: C.predict(r, k) for r in rows}}
+    preds = {"in_sample": {r.id: SE.predict(r, k) for r in rows}}
     for name, by in METHODS.items():
         preds[name] = F.held_out(rows, by, start=k)
         print(f"{name}: {len(preds[name])} rows ({time.time() - t0:.0f} s)", file=sys.stderr)

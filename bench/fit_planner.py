@@ -25,6 +25,7 @@ import yaml  # noqa: E402
 
 from harness.planner import calibration as C  # noqa: E402
 from harness.planner import fitting as F  # noqa: E402
+from harness.planner import search as SE  # noqa: E402
 from harness.planner.hardware import DATA  # noqa: E402
 
 KEYS = (
@@ -152,7 +153,7 @@ def main(argv=None) -> int:
     errs = []
     print(f"\n{'row':62s} {'published':>9s} {'predicted':>9s} {'APE %':>6s}")
     for r in rows:
-        p = C.predict(r, k)
+        p = SE.predict(r, k)
         errs.append(F.ape(p, r.score_min))
         print(f"{r.id[:62]:62s} {r.score_min:9.3f} {p:9.3f} {errs[-1]:6.1f}")
     med, p90 = F.summary(errs)

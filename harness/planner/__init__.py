@@ -23,7 +23,7 @@ on a system without a tuned config.
 from __future__ import annotations
 
 from harness.planner import hardware
-from harness.planner.search import Plan, search_layouts
+from harness.planner.search import Plan, implementation, search_layouts
 
 
 def resolve_hardware(system) -> hardware.Hardware:
@@ -45,27 +45,7 @@ def plan(bench_name: str, system, global_batch_size: int | None = None, stack=No
     return search_layouts(bench_name, resolve_hardware(system), gbs=global_batch_size, stack=stack, user=user)
 
 
-def implementation(bench_name: str) -> dict:
-    """What the harness's own implementation (benchmarks/<name>/config.py) can run: its parallel
-    degrees (`SUPPORTS`), whether it shards weights with FSDP, and its recompute modes."""
-    import benchmarks
-    from harness.core.errors import ConfigError
-    from harness.planner import workloads
-
-    try:
-        cls = benchmarks.config_class(bench_name)  # config modules never import torch
-    except ConfigError:  # benchmark folder not there (yet): plan as the record implementations run
-        return {"supports": workloads.get(bench_name).supports, "fsdp": False, "recompute": None}
-    fields = cls.model_fields
-    out: dict = {"supports": tuple(getattr(cls, "SUPPORTS", ())), "fsdp": False, "recompute": None}
-    if "fsdp" in fields:
-        out["fsdp"] = bool(fields["fsdp"].default)
-    if "activation_checkpointing" in fields:  # on/off switch: 'full' when on by default
-        out["recompute"] = ("full",) if fields["activation_checkpointing"].default else ("none",)
-    return out
-
-
-def best_config(bench_name: str, system, global_batch_size: int | None = None) -> dict:  # noqa: D417
+def best_config(bench_name: str, system, global_batch_size: int | None = None) -> dict:
     """Config overrides of the predicted-fastest layout that the harness's own implementation can
     run (stack mlperf-harness): tensor/pipeline/virtual-pipeline/context parallel sizes,
     micro_batch_size, global_batch_size, opt_base_learning_rate where the rules tie it to the GBS

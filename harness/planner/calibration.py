@@ -6,7 +6,7 @@
                                     constants (impl 'harness') and the user's calibration file;
                                     returns (k, notes)
     published()                     the rows (88 MLPerf Training v3.0-v4.0 results)
-    predict(row, k)                 minutes for one row, as `mlperf plan --system-json` would
+(search.predict(row, k): minutes for one row, as `mlperf plan --system-json` would.)
 """
 
 from __future__ import annotations
@@ -14,17 +14,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-import yaml
-
 from harness.planner import stacks as S
-from harness.planner.hardware import DATA, Hardware, from_description
+from harness.planner.hardware import Hardware, from_description, load_data
 
 RECOMPUTE_ORDER = ("none", "selective", "full")
 
 
 @cache
 def efficiency_file() -> dict:
-    return yaml.safe_load((DATA / "efficiency.yaml").read_text())
+    return load_data("efficiency.yaml")
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -124,17 +122,5 @@ class Published:
 
 @cache
 def published() -> tuple[Published, ...]:
-    rows = yaml.safe_load((DATA / "published.yaml").read_text())
+    rows = load_data("published.yaml")
     return tuple(Published(**{**r, "layout": tuple(r["layout"]) if r.get("layout") else None}) for r in rows)
-
-
-def predict(row: Published, k: dict, stack: S.Stack | None = None) -> float:
-    """Predicted minutes for a published row: the best layout at its batch on its system."""
-    from harness.planner.search import search_layouts
-
-    hw = row.hardware()
-    stack = stack or S.recognise(hw)
-    kr, _ = for_prediction(row.bench, hw, stack, k)
-    return (
-        search_layouts(row.bench, hw, gbs=row.gbs, k=kr, stack=stack, ruleset=row.ruleset).options[0].minutes
-    )

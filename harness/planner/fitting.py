@@ -273,7 +273,7 @@ def held_out(rows: Sequence[C.Published], by: str, start: dict, log=None) -> dic
         train = [r for r in rows if r.id not in ids]
         k = fit(train, start=_without(start, train, caches), rounds=1, caches=caches)
         for r in members:
-            out[r.id] = C.predict(r, k)
+            out[r.id] = S.predict(r, k)
         if log:
             log(f"  fold {by} {name}: {len(members)} row(s)")
     return out

@@ -23,6 +23,12 @@ from harness.core.errors import ConfigError
 DATA = Path(__file__).resolve().parent / "data"
 
 
+def load_data(name: str):
+    """A YAML file of data/ (libyaml's parser where PyYAML has it: `mlperf plan` reads several)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return yaml.load((DATA / name).read_text(), Loader=loader)  # noqa: S506 - a safe loader
+
+
 @dataclass(frozen=True)
 class Hardware:
     name: str
@@ -62,7 +68,7 @@ class Hardware:
 
 @cache
 def catalogue() -> tuple[dict, ...]:
-    return tuple(yaml.safe_load((DATA / "accelerators.yaml").read_text()))
+    return tuple(load_data("accelerators.yaml"))
 
 
 def normalize(model_name: str) -> list[str]:

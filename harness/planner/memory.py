@@ -18,7 +18,7 @@ harness's sampler keeps features in host memory).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from harness.planner import params as P
 from harness.planner import workloads as W
@@ -66,9 +66,19 @@ def in_flight_layer_microbatches(w: W.Workload, c: Candidate, ga: int) -> float:
     return w.layers / (c.pp * c.vp) * chunks
 
 
+class _Overlay:
+    """The workload's config seen with the candidate's values (a cheap stand-in for a copy)."""
+
+    def __init__(self, cfg, **over):
+        self._cfg, self._over = cfg, over
+
+    def __getattr__(self, name):
+        over = self.__dict__.get("_over", {})
+        return over[name] if name in over else getattr(self.__dict__["_cfg"], name)
+
+
 def harness_config(w: W.Workload, c: Candidate):
     """The workload's config with the candidate's layout (what the harness would run)."""
-    cfg = w.cfg
     over = {
         "tensor_model_parallel_size": c.tp,
         "pipeline_model_parallel_size": c.pp,
@@ -80,7 +90,7 @@ def harness_config(w: W.Workload, c: Candidate):
         over["distributed_optimizer"] = c.distributed_optimizer
     if w.name == "llama2_70b_lora":
         over["fsdp"] = c.fsdp
-    return cfg.model_copy(update={k: v for k, v in over.items() if k in type(cfg).model_fields})
+    return _Overlay(w.cfg, **over)
 
 
 def _model_bytes(w: W.Workload, c: Candidate, world: int, device: str) -> dict:
@@ -106,7 +116,7 @@ def _model_bytes(w: W.Workload, c: Candidate, world: int, device: str) -> dict:
     return out
 
 
-def transformer(w: W.Workload, c: Candidate, world: int, k: dict, device: str = "cuda") -> dict:
+def transformer(w: W.Workload, c: Candidate, world: int, k: dict, device: str = "cuda", model=None) -> dict:
     ga = c.ga(world)
     rc = w.recompute[c.recompute]
     tokens = c.mbs * w.seq / c.cp
@@ -114,7 +124,7 @@ def transformer(w: W.Workload, c: Candidate, world: int, k: dict, device: str = 
     acts = per_layer * in_flight_layer_microbatches(w, c, ga)
     if c.recompute == "full":  # plus one layer's full working set during its recomputation
         acts += w.recompute["none"].act_coeff * tokens * w.hidden / c.tp
-    out = _model_bytes(w, c, world, device)
+    out = dict(model or _model_bytes(w, c, world, device))
     out["activations"] = acts
     out["logits"] = tokens * w.vocab * 4 / c.tp
     return _finish(out, k)
@@ -137,13 +147,18 @@ def _finish(out: dict, k: dict) -> dict:
     return {name: v / GIB for name, v in out.items()}
 
 
-def estimate(w: W.Workload, c: Candidate, hw, k: dict) -> dict:
-    """GiB per accelerator by component (sum = total)."""
+def model_bytes(w: W.Workload, c: Candidate, hw) -> dict:
+    """Weights, gradients, optimizer (bytes): the same for every recompute mode of a layout."""
+    return _model_bytes(w, c, hw.world, "cpu" if hw.kind == "cpu" else "cuda")
+
+
+def estimate(w: W.Workload, c: Candidate, hw, k: dict, model: dict | None = None) -> dict:
+    """GiB per accelerator by component (sum = total); `model`: model_bytes() if known."""
     device = "cpu" if hw.kind == "cpu" else "cuda"
     if hw.kind == "cpu":  # gloo on CPU: no CUDA context or userbuffers
         k = {**k, "memory_overhead_gib": 0.3}
     if w.kind == "transformer":
-        return transformer(w, c, hw.world, k, device)
+        return transformer(w, c, hw.world, k, device, model)
     return data_parallel(w, c, hw.world, k, hw.per_node, device)
 
 
@@ -161,4 +176,22 @@ def gnn_placement(hw, k: dict) -> str:
 
 
 def with_recompute(c: Candidate, rc: str) -> Candidate:
-    return replace(c, recompute=rc)
+    """`replace(c, recompute=rc)` without dataclass re-initialisation (a search makes thousands)."""
+    if c.recompute == rc:
+        return c
+    out = object.__new__(Candidate)
+    out.__dict__.update(c.__dict__, recompute=rc)
+    return out
+
+
+def memory_key(w: W.Workload, c: Candidate, world: int) -> tuple:
+    """What memory depends on: the layout and, through the microbatches in flight, GA up to the
+    pipeline's depth (so the GBS variants of a layout share one estimate)."""
+    ga = c.ga(world)
+    if c.pp == 1:
+        flight = 1
+    elif c.vp == 1:
+        flight = min(ga, c.pp)
+    else:
+        flight = min(ga * c.vp, 2 * (c.pp - 1) + (c.vp - 1) * c.pp + 1)
+    return (c.tp, c.pp, c.vp, c.cp, c.mbs, flight)

@@ -27,6 +27,7 @@ Sharded sizes are exact divisions (implementations pad to a multiple of the grou
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cache
 
 BF16, FP32 = 2, 4
 
@@ -58,13 +59,21 @@ def gpt3_layer(cfg, tp: int = 1) -> int:
 
 def gpt3_stages(cfg, tp: int = 1, pp: int = 1) -> list[int]:
     """Parameters of one TP rank of each pipeline stage (all its virtual chunks together)."""
-    h, vocab = cfg.hidden_size, -(-cfg.vocab_size // tp)
-    per_stage = [cfg.num_layers // pp * gpt3_layer(cfg, tp) for _ in range(pp)]
-    per_stage[0] += vocab * h + cfg.max_sequence_length * h  # word + position embeddings
+    shape = (cfg.num_layers, cfg.hidden_size, cfg.ffn_hidden_size, cfg.vocab_size, cfg.max_sequence_length)
+    return list(_gpt3_stages(shape, tp, pp))
+
+
+@cache
+def _gpt3_stages(shape: tuple, tp: int, pp: int) -> tuple[int, ...]:
+    layers, h, f, vocab, seq = shape
+    layer = (3 * h * h + 3 * h + h * h + h * f + f + f * h) // tp + 2 * h + 2 * h + h + h
+    vocab = -(-vocab // tp)
+    per_stage = [layers // pp * layer for _ in range(pp)]
+    per_stage[0] += vocab * h + seq * h  # word + position embeddings
     per_stage[-1] += 2 * h  # final LayerNorm
     if pp > 1:  # output layer: the tied word embedding, copied to the last stage
         per_stage[-1] += vocab * h
-    return per_stage
+    return tuple(per_stage)
 
 
 def _gpt3_bytes(cfg, lay: dict, device: str) -> dict:

@@ -5,12 +5,10 @@ from __future__ import annotations
 import sys
 from functools import cache
 
-import yaml
-
 from harness.planner import calibration as C
 from harness.planner import params as P
 from harness.planner import workloads as W
-from harness.planner.hardware import DATA
+from harness.planner.hardware import DATA, load_data
 from harness.planner.search import Option, Plan
 
 
@@ -77,7 +75,7 @@ def assumptions(plan: Plan) -> list[str]:
 def accuracy() -> dict:
     """The held-out errors bench/bench_planner_accuracy.py measured (data/accuracy.yaml)."""
     path = DATA / "accuracy.yaml"
-    return yaml.safe_load(path.read_text()) if path.exists() else {}
+    return load_data("accuracy.yaml") if path.exists() else {}
 
 
 def accuracy_json(bench: str) -> dict:

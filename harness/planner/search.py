@@ -11,7 +11,7 @@ official RCPs cover, and gpt3's learning rate follows from the GBS.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 from harness.core.errors import ConfigError
@@ -102,11 +102,27 @@ class Policy:
     feature_store: str = ""
 
 
+def implementation(bench_name: str) -> dict:
+    """What the harness's own implementation (benchmarks/<name>/config.py) can run: its parallel
+    degrees (`SUPPORTS`), whether it shards weights with FSDP, and its recompute modes."""
+    import benchmarks
+
+    try:
+        cls = benchmarks.config_class(bench_name)  # config modules never import torch
+    except ConfigError:  # benchmark folder not there (yet): plan as the record implementations run
+        return {"supports": W.get(bench_name).supports, "fsdp": False, "recompute": None}
+    fields = cls.model_fields
+    out: dict = {"supports": tuple(getattr(cls, "SUPPORTS", ())), "fsdp": False, "recompute": None}
+    if "fsdp" in fields:
+        out["fsdp"] = bool(fields["fsdp"].default)
+    if "activation_checkpointing" in fields:  # on/off switch: 'full' when on by default
+        out["recompute"] = ("full",) if fields["activation_checkpointing"].default else ("none",)
+    return out
+
+
 def policy(w: W.Workload, hw, stack: S.Stack, k: dict, supports=None, fsdp=None, recompute=None) -> Policy:
     fp8 = hw.has_fp8() and stack.uses_fp8() and w.precision == "fp8"
     if stack.name == "mlperf-harness":
-        from harness.planner import implementation
-
         impl = implementation(w.name)
         cfg = w.cfg
         on_gpu = hw.kind != "cpu"
@@ -203,9 +219,10 @@ def _check(c: M.Candidate, w: W.Workload, hw, supports) -> None:
 def fit_least_recompute(w, c, hw, k, recomputes):
     """(candidate with the least recompute that fits, its memory) or (None, memory of the last)."""
     mem = {}
+    model = M.model_bytes(w, c, hw) if w.kind == "transformer" else None
     for rc in recomputes:
-        c = replace(c, recompute=rc)
-        mem = M.estimate(w, c, hw, k)
+        c = M.with_recompute(c, rc)
+        mem = M.estimate(w, c, hw, k, model)
         if sum(mem.values()) <= hw.memory_gib:
             return c, mem
     return None, mem
@@ -246,15 +263,29 @@ def search_layouts(
     options = []
     recomputes = pol.recompute if w.kind == "transformer" else ("none",)
     mem: dict = {}
+    memo: dict = {}
+    checked: dict = {}
     for c in gen:
         plan.considered += 1
-        try:
-            _check(c, w, hw, pol.supports)
-        except ConfigError as e:
-            reason = re.sub(r"\d+", "N", str(e).split(";")[0])
-            plan.rejected[reason] = plan.rejected.get(reason, 0) + 1
+        unit = c.dp(hw.world) * c.mbs  # derive's checks depend on the GBS only through these
+        ckey = (c.tp, c.pp, c.vp, c.cp, c.mbs, c.gbs % unit, (c.gbs // unit) % c.pp if c.vp > 1 else 0)
+        if ckey not in checked:
+            try:
+                _check(c, w, hw, pol.supports)
+                checked[ckey] = None
+            except ConfigError as e:
+                checked[ckey] = re.sub(r"\d+", "N", str(e).split(";")[0])
+        if checked[ckey]:
+            plan.rejected[checked[ckey]] = plan.rejected.get(checked[ckey], 0) + 1
             continue
-        fits, mem = fit_least_recompute(w, c, hw, k, recomputes)
+        key = M.memory_key(w, c, hw.world) if w.kind == "transformer" else None
+        if key is not None and key in memo:  # the same layout at another GBS: same memory
+            rc, mem = memo[key]
+            fits = M.with_recompute(c, rc) if rc else None
+        else:
+            fits, mem = fit_least_recompute(w, c, hw, k, recomputes)
+            if key is not None:
+                memo[key] = (fits.recompute if fits else None, mem)
         if fits is not None:
             t = T.time_to_train(w, fits, hw, k, ruleset)
             options.append(Option(fits, mem, t, W.learning_rate(w, fits.gbs)))
@@ -307,3 +338,13 @@ def price(
         w.name, hw, [Option(c, mem, t, None)], considered=1, stack=stack, constants=k, notes=notes, workload=w
     )
     return plan
+
+
+def predict(row: C.Published, k: dict, stack: S.Stack | None = None) -> float:
+    """Predicted minutes for a published row: the best layout at its batch on its system."""
+    hw = row.hardware()
+    stack = stack or S.recognise(hw)
+    kr, _ = C.for_prediction(row.bench, hw, stack, k)
+    return (
+        search_layouts(row.bench, hw, gbs=row.gbs, k=kr, stack=stack, ruleset=row.ruleset).options[0].minutes
+    )

@@ -108,7 +108,10 @@ def read_run(run_dir: str, bench: str, hw) -> Run:
     d = Path(run_dir)
     if not (d / "plan.json").exists():
         raise ConfigError(f"{d}: not a run folder (no plan.json); give results/runs/<bench>/<system>/<id>")
-    rp = RunPlan.model_validate_json((d / "plan.json").read_text())
+    try:
+        rp = RunPlan.load(d / "plan.json")
+    except (ValueError, OSError) as e:  # pydantic's ValidationError is a ValueError
+        raise ConfigError(f"{d / 'plan.json'}: not a plan this harness can read ({str(e).splitlines()[0]})") from None
     if rp.benchmark != bench:
         raise ConfigError(f"{d}: a {rp.benchmark} run, not {bench}")
     if rp.submission.system != hw.name:

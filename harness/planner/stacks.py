@@ -15,15 +15,13 @@ import re
 from dataclasses import dataclass, field
 from functools import cache
 
-import yaml
-
 from harness.core.errors import ConfigError, suggest
-from harness.planner.hardware import DATA
+from harness.planner.hardware import load_data
 
 
 @cache
 def table() -> dict:
-    return yaml.safe_load((DATA / "stacks.yaml").read_text())
+    return load_data("stacks.yaml")
 
 
 def definitions() -> dict[str, dict]:

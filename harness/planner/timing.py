@@ -86,7 +86,7 @@ def _tp_per_mb(w, c, hw, k, layers: float, forward_only: bool = False) -> float:
     if c.tp > 1:
         act_b = 4 if hw.kind == "cpu" else 2
         vol = tokens * w.hidden * act_b * (c.tp - 1) / c.tp
-        if hw.kind == "cpu" or c.impl == "harness" and not getattr(w.cfg, "sequence_parallel", False):
+        if hw.kind == "cpu" or c.impl == "harness" and not w.sequence_parallel:
             n = (2 if forward_only else 4) * layers + 4  # all-reduces (+ embedding, vocab-parallel loss)
             t += _coll(k, 2 * vol, intra, n)
         else:
@@ -198,7 +198,7 @@ def _eval_work(w, c, hw, k, per_eval):
     if w.kind == "transformer":
         tokens = c.mbs * w.seq / c.cp
         eff_mb = tokens / (tokens + k["tokens_half"])
-        mbs = getattr(w.cfg, "eval_micro_batch_size", c.mbs) if c.impl == "harness" else c.mbs
+        mbs = (w.eval_mbs or c.mbs) if c.impl == "harness" else c.mbs
         mb = math.ceil(per_eval / (c.dp(hw.world) * mbs))
         bubble = (c.pp - 1) / (mb * c.vp) if c.pp > 1 else 0.0
         per_mb = mbs * w.fwd_flops_per_sample / (c.tp * c.pp * c.cp) / (rate * eff_mb)

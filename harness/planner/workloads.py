@@ -14,12 +14,10 @@ import math
 from dataclasses import dataclass, field
 from functools import cache
 
-import yaml
-
 from harness.core.errors import ConfigError, suggest
 from harness.planner import params as P
 from harness.planner import rcp
-from harness.planner.hardware import DATA
+from harness.planner.hardware import load_data
 
 
 @dataclass(frozen=True)
@@ -61,6 +59,10 @@ class Workload:
     cp_choices: tuple[int, ...] = (1,)
     nodes_per_seed: int = 0
     """gnn: sampled nodes per seed (1 + fan-out products), each gathering one feature row."""
+    sequence_parallel: bool = False
+    """The harness's gpt3 with sequence parallelism (TP collectives as all-gather/reduce-scatter)."""
+    eval_mbs: int | None = None
+    """The harness's evaluation micro-batch where the config sets one (llama2, gnn)."""
 
     def params_per_stage(self, tp: int, pp: int) -> float:
         """Parameters on the busiest pipeline stage and TP rank (exact for gpt3)."""
@@ -78,7 +80,7 @@ class Workload:
 
 @cache
 def tiny_table() -> dict:
-    return yaml.safe_load((DATA / "tiny.yaml").read_text())
+    return load_data("tiny.yaml")
 
 
 def _gpt3(cfg, size) -> Workload:
@@ -212,13 +214,25 @@ def canonical(name: str) -> str:
 
 @cache
 def _default(name: str) -> Workload:
-    return BUILDERS[name](P.default_config(name), "full")
+    return _build(name, P.default_config(name), "full")
 
 
 def get(name: str, cfg=None, size: str = "full") -> Workload:
     """The workload of `name` at its full reference size, or of a resolved config."""
     key = canonical(name)
-    return _default(key) if cfg is None else BUILDERS[key](cfg, size)
+    return _default(key) if cfg is None else _build(key, cfg, size)
+
+
+def _build(key: str, cfg, size: str) -> Workload:
+    from dataclasses import replace
+
+    w = BUILDERS[key](cfg, size)
+    fields = type(cfg).model_fields  # read once: the time model asks for them per candidate
+    return replace(
+        w,
+        sequence_parallel=bool(getattr(cfg, "sequence_parallel", False)) if "sequence_parallel" in fields else False,
+        eval_mbs=getattr(cfg, "eval_micro_batch_size", None) if "eval_micro_batch_size" in fields else None,
+    )
 
 
 def learning_rate(w: Workload, gbs: int) -> float | None:

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from harness import planner
 from harness.commands.plan import plan as plan_cmd
 from harness.core.errors import ConfigError
+from harness.planner import calibration as C
 from harness.resolve import systems
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -146,18 +147,19 @@ def test_batch_below_the_smallest_rcp_is_predicted_as_the_checker_accepts_it(tmp
 
 
 def test_accelerator_without_fp8_gets_no_fp8_gain(tmp_path):
+    nemo = "NVIDIA NeMo Framework Release 24.04"
     a100 = run_json(
         "gpt3",
         "--system-json",
         _json_file(
-            tmp_path,
-            number_of_nodes="64",
-            accelerator_model_name="NVIDIA A100-SXM4-80GB",
-            framework="NVIDIA NeMo Framework Release 24.04",
+            tmp_path, number_of_nodes="64", accelerator_model_name="NVIDIA A100-SXM4-80GB", framework=nemo
         ),
+        "--explain",
     )
     assert a100["best"]["layout"]["fp8"] is False
     assert any("no FP8" in n for n in a100["notes"])
+    rate = {t["term"]: t for t in a100["explain"]}["rate"]
+    assert "bf16 peak 312 TFLOP/s" in rate["formula"] and "fp8_speedup" not in rate["formula"]
     (tmp_path / "h").mkdir()
     h100 = run_json(
         "gpt3",
@@ -166,13 +168,16 @@ def test_accelerator_without_fp8_gets_no_fp8_gain(tmp_path):
             tmp_path / "h",
             number_of_nodes="64",
             accelerator_model_name="NVIDIA H100-SXM5-80GB",
-            framework="NVIDIA NeMo Framework Release 24.04",
+            framework=nemo,
         ),
+        "--explain",
     )
     assert h100["best"]["layout"]["fp8"] is True
-    # per accelerator, compute time scales with the bf16 peak only (the FP8 gain is the H100's)
-    ratio = a100["best"]["step_breakdown_s"]["compute"] / h100["best"]["step_breakdown_s"]["compute"]
-    assert ratio > 989.4 / 312 * 1.2
+    h_rate = {t["term"]: t for t in h100["explain"]}["rate"]
+    assert "fp8_speedup" in h_rate["formula"]
+    k = C.constants()  # per peak FLOP the chips differ only by the fitted family factor and FP8
+    expected = (312 * k["family"]["ampere"]) / (989.4 * k["fp8_speedup"])
+    assert rate["value"] / h_rate["value"] == pytest.approx(expected, rel=1e-6)
 
 
 def test_explain_shows_every_term_with_constants():
@@ -258,7 +263,7 @@ def test_best_config_for_the_runner():
     sd = planner.best_config("stable_diffusion", "dgx-h100x8")
     assert (
         set(sd) == {"global_batch_size", "micro_batch_size"}
-        and sd["global_batch_size"] == 8 * sd["micro_batch_size"]
+        and sd["global_batch_size"] == 64 * sd["micro_batch_size"]
     )
 
 
