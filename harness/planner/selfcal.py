@@ -111,7 +111,9 @@ def read_run(run_dir: str, bench: str, hw) -> Run:
     try:
         rp = RunPlan.load(d / "plan.json")
     except (ValueError, OSError) as e:  # pydantic's ValidationError is a ValueError
-        raise ConfigError(f"{d / 'plan.json'}: not a plan this harness can read ({str(e).splitlines()[0]})") from None
+        raise ConfigError(
+            f"{d / 'plan.json'}: not a plan this harness can read ({str(e).splitlines()[0]})"
+        ) from None
     if rp.benchmark != bench:
         raise ConfigError(f"{d}: a {rp.benchmark} run, not {bench}")
     if rp.submission.system != hw.name:

@@ -230,7 +230,9 @@ def _build(key: str, cfg, size: str) -> Workload:
     fields = type(cfg).model_fields  # read once: the time model asks for them per candidate
     return replace(
         w,
-        sequence_parallel=bool(getattr(cfg, "sequence_parallel", False)) if "sequence_parallel" in fields else False,
+        sequence_parallel=bool(getattr(cfg, "sequence_parallel", False))
+        if "sequence_parallel" in fields
+        else False,
         eval_mbs=getattr(cfg, "eval_micro_batch_size", None) if "eval_micro_batch_size" in fields else None,
     )
 

@@ -7,7 +7,7 @@ three converge after the same number of steps and the comparison is about time p
 
 Noise: this machine has 2 cores shared with other work. Each run's CPU time (its whole process
 tree, from getrusage) over its wall time x processes says how much of the machine it got. The
-20 % bound is asserted when every run got >= 75 % of its cores (quiet); on a busy machine
+20 % bound is asserted when every run got >= 85 % of its cores (quiet); on a busy machine
 timings scale with the load the runs happened to meet, so only a 2x bound is asserted there and
 the measured errors and CPU shares are printed either way (pytest -s shows them).
 """
@@ -24,7 +24,7 @@ from gpt3_helpers import prepared_data_dir
 
 pytestmark = pytest.mark.slow
 SEED = 5
-QUIET_SHARE = 0.75
+QUIET_SHARE = 0.85
 
 
 def _cpu() -> float:
