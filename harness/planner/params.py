@@ -119,21 +119,14 @@ def _llama2_bytes(cfg, lay: dict, device: str) -> dict:
 
 
 # ---- gnn ------------------------------------------------------------------------------------------
-BASE_RELATIONS = (  # as reference_impls/gnn/data.py (IGBH); reversed twins added except for cites
-    ("paper", "cites", "paper"),
-    ("paper", "written_by", "author"),
-    ("author", "affiliated_to", "institute"),
-    ("paper", "topic", "fos"),
-    ("paper", "published", "journal"),
-    ("paper", "venue", "conference"),
-)
-
-
 def gnn_convs(cfg) -> list[int]:
-    """GATConvs built per layer (first layer first), walking back from the seed papers."""
+    """GATConvs built per layer (first layer first), walking back from the seed papers, as
+    reference_impls/gnn/model.py builds them (one per edge type that can reach a seed paper)."""
+    from benchmarks.gnn.config import IGBH_RELATIONS
+
     types = set(cfg.num_nodes)
     edges = []
-    for s, r, d in BASE_RELATIONS:
+    for s, r, d in IGBH_RELATIONS:
         if s in types and d in types:
             edges.append((s, d))
             if r != "cites":

@@ -84,32 +84,30 @@ def check_bs(bench: str, gbs: int, ruleset: str = "4.0.0") -> None:
         )
 
 
-@cache
-def checker_mean(bench: str, gbs: int, ruleset: str = "4.0.0") -> float:
-    """The RCP mean mlperf_logging's rcp_checker (pruned pass) compares a submission at `gbs`
-    with: the RCP at that batch, the interpolation between its pruned neighbours, or, below the
-    smallest pruned RCP, that smallest one (accepted when the submission converges no faster)."""
-    pts = pruned(bench, ruleset)
-    check_bs(bench, gbs, ruleset)
+def _at(pts: tuple[RcpPoint, ...], gbs: int) -> float:
+    """The mean at `gbs` on a sorted set: exact, interpolated, or the nearest end."""
     if gbs <= pts[0].bs:
         return pts[0].mean
     for lo, hi in zip(pts, pts[1:]):
         if lo.bs <= gbs <= hi.bs:
             return lo.mean if gbs == lo.bs else _interp(gbs, lo, hi)
     return pts[-1].mean
+
+
+@cache
+def checker_mean(bench: str, gbs: int, ruleset: str = "4.0.0") -> float:
+    """The RCP mean mlperf_logging's rcp_checker (pruned pass) compares a submission at `gbs`
+    with: the RCP at that batch, the interpolation between its pruned neighbours, or, below the
+    smallest pruned RCP, that smallest one (accepted when the submission converges no faster)."""
+    check_bs(bench, gbs, ruleset)
+    return _at(pruned(bench, ruleset), gbs)
 
 
 @cache
 def reference_mean(bench: str, gbs: int, ruleset: str = "4.0.0") -> float:
     """What the reference runs say a run at `gbs` needs: the RCP at that batch, else the
     interpolation over all RCPs (pruned ones included), else the nearest end."""
-    pts = points(bench, ruleset)
-    if gbs <= pts[0].bs:
-        return pts[0].mean
-    for lo, hi in zip(pts, pts[1:]):
-        if lo.bs <= gbs <= hi.bs:
-            return lo.mean if gbs == lo.bs else _interp(gbs, lo, hi)
-    return pts[-1].mean
+    return _at(points(bench, ruleset), gbs)
 
 
 def converge(bench: str, gbs: int, ruleset: str = "4.0.0") -> float:
@@ -118,11 +116,6 @@ def converge(bench: str, gbs: int, ruleset: str = "4.0.0") -> float:
     mean and the reference runs' own figure at this batch (they differ below the smallest pruned
     RCP, e.g. gpt3 1536, or stable_diffusion 512 under 3.1.0 whose RCPs count steps)."""
     return max(checker_mean(bench, gbs, ruleset), reference_mean(bench, gbs, ruleset))
-
-
-def ruleset_of_round(round_: str) -> str:
-    """'v3.1' -> '3.1.0' (training rounds use the ruleset of their version)."""
-    return round_.lstrip("v") + ".0"
 
 
 def samples_per_unit(bench: str, gbs: int, ruleset: str = "4.0.0") -> float:
