@@ -27,6 +27,17 @@ IGBH_FULL_NODES = {
     "conference": 4_547,
 }
 
+# IGBH relations (source type, relation, destination type); the model also sees each reversed,
+# except the symmetric `cites` (reference_impls/gnn/data.py builds the edge types from these).
+IGBH_RELATIONS = (
+    ("paper", "cites", "paper"),
+    ("paper", "written_by", "author"),
+    ("author", "affiliated_to", "institute"),
+    ("paper", "topic", "fos"),
+    ("paper", "published", "journal"),
+    ("paper", "venue", "conference"),
+)
+
 
 class GnnConfig(BenchmarkConfig):
     # ---- batch (overrides the shared defaults) ----------------------------------------------

@@ -1,9 +1,13 @@
 """`mlperf plan BENCH --system NAME | --system-json FILE`: best layouts, memory, predicted time.
 
-Prints the top K layouts (distinct TP/PP/VP/CP/MBS, each at its best global batch) with memory per
-accelerator, the step-time breakdown and the predicted time-to-train; `--json` prints one document
-whose `predicted_min` is the best layout's. Exit 2 (one line) for bad input: unknown system or
-accelerator, a global batch the rules do not allow, nothing that fits in memory. Never imports torch.
+Two modes. Search (a full-size system, no --size/--set/--nproc-per-node): the top K layouts
+(distinct TP/PP/VP/CP/MBS, each at its best global batch) under the system's software stack.
+Run (--size, --set or --nproc-per-node given, or a CPU system whose default size is tiny): the one
+run `mlperf run` would start with the same options, priced under stack mlperf-harness.
+`--calibrate RUN_DIR...` fits the mlperf-harness constants of this system on finished runs and
+stores them (~/.cache/mlperf-harness/calibration/<system>.yaml, or --out); later plans use them.
+`--json` prints one document whose `predicted_min` is the best layout's. Exit 2 (one line) for
+bad input. Never imports torch.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from harness.core.errors import ConfigError
 
 @click.command("plan")
 @click.argument("bench")
+@click.argument("run_dirs", nargs=-1, type=click.Path(file_okay=False), metavar="[RUN_DIR]...")
 @click.option(
     "--system",
     "system_name",
@@ -30,41 +35,81 @@ from harness.core.errors import ConfigError
     metavar="FILE",
     help="An official MLPerf system-description JSON (<org>/systems/<id>.json of a results repository).",
 )
+@click.option(
+    "--stack", metavar="NAME[@VERSION]", help="Software stack (default: recognised from the system)."
+)
+@click.option(
+    "--size", type=click.Choice(["tiny", "full"]), help="Price the run `mlperf run --size` would start."
+)
+@click.option(
+    "--set", "sets", multiple=True, metavar="KEY=VALUE", help="Config override, as `mlperf run --set`."
+)
+@click.option("--nproc-per-node", type=int, help="Processes per node, as `mlperf run --nproc-per-node`.")
 @click.option("--global-batch-size", "gbs", type=int, metavar="N", help="Plan for this global batch only.")
+@click.option("--calibrate", is_flag=True, help="Fit this system's mlperf-harness constants on RUN_DIRs.")
+@click.option(
+    "--out", "out_file", type=click.Path(dir_okay=False), metavar="FILE", help="Where --calibrate writes."
+)
+@click.option(
+    "--calibration", "cal_file", type=click.Path(dir_okay=False), metavar="FILE", help="Use this calibration."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@click.option(
+    "--explain", is_flag=True, help="Show each term of the best layout's step time with its formula."
+)
 @click.option("--top", default=5, show_default=True, type=click.IntRange(1, 100), help="Layouts to show.")
 @click.option(
-    "--plot",
-    "plot_path",
-    type=click.Path(dir_okay=False),
-    metavar="FILE.png",
-    help="Also draw predicted time vs accelerator count with the published points.",
+    "--plot", "plot_path", type=click.Path(dir_okay=False), metavar="FILE.png", help="Also draw time vs size."
 )
-def plan(bench, system_name, system_json, gbs, as_json, top, plot_path):
+def plan(bench, run_dirs, system_name, system_json, stack, size, sets, nproc_per_node, gbs, calibrate, out_file,
+         cal_file, as_json, explain, top, plot_path):  # fmt: skip
     """Choose the parallel layout, check memory and predict time-to-train of BENCH on a system.
 
     \b
     Examples:
       mlperf plan gpt3 --system dgx-h100x64
-      mlperf plan gpt3 --system dgx-h100x1452 --global-batch-size 2904 --top 10
+      mlperf plan gpt3 --system dgx-h100x1452 --global-batch-size 2904 --top 10 --explain
       mlperf plan llama2_70b_lora --system-json NVIDIA/systems/eos_n8_ngc24.04_nemo.json --json
-      mlperf plan gpt3 --system gb200-nvl72 --plot gpt3-gb200.png
+      mlperf plan gpt3 --system cpu-local --size tiny --nproc-per-node 2 --set tensor_model_parallel_size=2
+      mlperf plan gpt3 --system cpu-local --calibrate results/runs/gpt3/cpu-local/<id>
 
-    The constants behind the prediction are fitted on published results
-    (harness/planner/data/efficiency.yaml; accuracy: python bench/bench_planner_accuracy.py).
+    The constants are fitted on the 88 published v3.0-v4.0 results (harness/planner/data/); the
+    held-out error the JSON reports comes from python bench/bench_planner_accuracy.py.
     """
     from harness import planner
-    from harness.planner import report
+    from harness.planner import report, selfcal, stacks
 
     if bool(system_name) == bool(system_json):
         raise ConfigError("give exactly one of --system NAME and --system-json FILE")
+    if run_dirs and not calibrate:
+        raise ConfigError(f"unexpected argument '{run_dirs[0]}': run folders go with --calibrate")
+    run_mode = bool(size or sets or nproc_per_node)
+    if system_json and (run_mode or calibrate):
+        raise ConfigError("--size/--set/--nproc-per-node/--calibrate need a shipped --system (a descriptor)")
     hw = (
         planner.resolve_hardware(system_name)
         if system_name
         else planner.hardware.from_official_json(system_json)
     )
-    result = planner.search.search_layouts(bench, hw, gbs=gbs)
-    doc = report.to_json(result, top)
+    st = stacks.parse(stack) if stack else stacks.recognise(hw)
+    if calibrate:
+        doc = selfcal.calibrate(bench, system_name, hw, list(run_dirs), out_file)
+        _emit(doc, as_json, selfcal.render)
+        return 0
+    user = selfcal.load(hw.name, cal_file) if st.name == "mlperf-harness" else None
+    if not run_mode and hw.kind == "cpu":
+        run_mode = True  # `mlperf run` on a CPU system runs the tiny size: price exactly that
+    if run_mode:
+        if gbs:
+            sets = (*sets, f"global_batch_size={gbs}")
+        result = planner.price_run(bench, system_name, size, sets, nproc_per_node, st, user)
+    else:
+        result = planner.search.search_layouts(bench, hw, gbs=gbs, stack=st, user=user)
+    doc = report.to_json(result, top, "run" if run_mode else "search", user)
+    if explain:
+        from harness.planner import explain as ex
+
+        doc["explain"] = ex.terms(result)
     if plot_path:
         from harness.planner import plot
 
@@ -72,8 +117,18 @@ def plan(bench, system_name, system_json, gbs, as_json, top, plot_path):
         doc["plot"] = plot_path
     if as_json:
         sys.stdout.write(json.dumps(doc, indent=1) + "\n")
-    else:
-        report.render(result, doc, top)
-        if plot_path:
-            click.echo(f"plot: {plot_path}")
+        return 0
+    report.render(result, doc, top)
+    if explain:
+        for t in doc["explain"]:
+            click.echo(f"  {t['term']:>20s} = {t['value']:.6g}   {t['formula']}")
+    if plot_path:
+        click.echo(f"plot: {plot_path}")
     return 0
+
+
+def _emit(doc: dict, as_json: bool, render) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+    else:
+        render(doc)

@@ -1,23 +1,29 @@
 """`mlperf plan`: choose the parallel layout, check memory, predict time-to-train — without torch.
 
-    hardware.py     Hardware (node shape, peaks, memory, bandwidths) from a SystemSpec or an official JSON
-    workloads.py    per-benchmark facts: FLOPs/sample, shapes, eval cadence, the rules tied to the GBS
-    rcp.py          samples to converge at a GBS from the official RCP tables (mlperf-logging)
+    hardware.py     Hardware (node shape, peaks per precision, memory, bandwidths) from a SystemSpec
+                    or an official JSON; accelerator names matched against data/accelerators.yaml
+    stacks.py       the software stack a system ran (data/stacks.yaml) and its fitted factor
+    workloads.py    per-benchmark facts from its typed config: FLOPs/sample, shapes, eval cadence
+    params.py       parameter counts and per-rank weight/gradient/optimizer bytes (exact)
+    rcp.py          samples to converge at a GBS, as the official RCP checker sees them
     memory.py       GiB per accelerator for a candidate (weights, grads, optimizer, activations, ...)
     timing.py       step-time breakdown and predicted minutes
-    search.py       candidate enumeration (validated by harness.core.layout.derive), ranking
+    search.py       candidate enumeration (validated by harness.core.layout.derive), ranking, pricing
     calibration.py  constants (data/efficiency.yaml) and the published results (data/published.yaml)
-    fitting.py      fit of the constants and the power-law baseline (bench scripts only; uses scipy)
+    selfcal.py      `--calibrate`: the mlperf-harness constants fitted on the user's own runs
+    report.py / explain.py   the JSON document, the table, `--explain`
+    fitting.py      the fit and the held-out errors (bench scripts only; uses scipy)
     plot.py         predicted time vs accelerator count with the published points (--plot)
 
-Entry points: `plan(bench, system)` -> search.Plan, and `best_config(bench, system)` -> the config
-overrides of the best layout, for `mlperf run` on a system without a tuned config.
+Entry points: `plan(bench, system)` -> search.Plan, `price_run(...)` -> the Plan of one resolved
+run, and `best_config(bench, system)` -> the config overrides of the best layout, for `mlperf run`
+on a system without a tuned config.
 """
 
 from __future__ import annotations
 
 from harness.planner import hardware
-from harness.planner.search import Plan, search_layouts
+from harness.planner.search import Plan, implementation, search_layouts
 
 
 def resolve_hardware(system) -> hardware.Hardware:
@@ -35,54 +41,61 @@ def resolve_hardware(system) -> hardware.Hardware:
     return hardware.from_spec(system)
 
 
-def plan(bench_name: str, system, global_batch_size: int | None = None) -> Plan:
-    return search_layouts(bench_name, resolve_hardware(system), gbs=global_batch_size)
-
-
-def implementation(bench_name: str) -> dict:
-    """What the harness's own implementation (benchmarks/<name>/config.py) can run: its parallel
-    degrees (`SUPPORTS`), whether it shards weights with FSDP, and its recompute modes."""
-    import benchmarks
-    from harness.core.errors import ConfigError
-    from harness.planner import workloads
-
-    try:
-        cls = benchmarks.config_class(bench_name)  # config modules never import torch
-    except ConfigError:  # benchmark folder not there (yet): plan as the record implementations run
-        return {"supports": workloads.get(bench_name).supports, "fsdp": False, "recompute": None}
-    fields = cls.model_fields
-    out: dict = {"supports": tuple(getattr(cls, "SUPPORTS", ())), "fsdp": False, "recompute": None}
-    if "fsdp" in fields:
-        out["fsdp"] = bool(fields["fsdp"].default)
-    if "activation_checkpointing" in fields:  # on/off switch: 'full' when on by default
-        out["recompute"] = ("full",) if fields["activation_checkpointing"].default else ("none",)
-    return out
+def plan(bench_name: str, system, global_batch_size: int | None = None, stack=None, user=None) -> Plan:
+    return search_layouts(bench_name, resolve_hardware(system), gbs=global_batch_size, stack=stack, user=user)
 
 
 def best_config(bench_name: str, system, global_batch_size: int | None = None) -> dict:
     """Config overrides of the predicted-fastest layout that the harness's own implementation can
-    run: tensor/pipeline/virtual-pipeline/context parallel sizes, micro_batch_size,
-    global_batch_size, opt_base_learning_rate where the rules tie it to the GBS (gpt3), and
-    activation_recompute when the layout only fits with it (gpt3). Raises ConfigError (exit 2)
-    when nothing fits or the rules allow no batch for this system."""
-    from harness.planner import workloads
-    from harness.planner.search import search_layouts as run
+    run (stack mlperf-harness): tensor/pipeline/virtual-pipeline/context parallel sizes,
+    micro_batch_size, global_batch_size, opt_base_learning_rate where the rules tie it to the GBS
+    (gpt3), activation_recompute when the layout only fits with it and the distributed optimizer
+    the planner's gpt3 memory assumes (gpt3). Raises ConfigError (exit 2) when nothing fits or the
+    rules allow no batch for this system."""
+    from harness.planner import stacks, workloads
 
     w = workloads.get(bench_name)
-    impl = implementation(w.name)
-    p = run(
-        w.name,
-        resolve_hardware(system),
-        gbs=global_batch_size,
-        supports=impl["supports"],
-        fsdp=impl["fsdp"],
-        recompute=impl["recompute"],
+    p = search_layouts(
+        w.name, resolve_hardware(system), gbs=global_batch_size, stack=stacks.make("mlperf-harness")
     )
     best = p.options[0]
     out = best.overrides(w)
-    if w.name == "gpt3" and best.candidate.recompute != "none":
-        out["activation_recompute"] = best.candidate.recompute
+    if w.name == "gpt3":
+        if best.candidate.recompute != "none":
+            out["activation_recompute"] = best.candidate.recompute
+        if best.candidate.distributed_optimizer:
+            out["distributed_optimizer"] = True
     return out
 
 
-__all__ = ["Plan", "best_config", "implementation", "plan", "resolve_hardware"]
+def price_run(
+    bench: str, system: str, size=None, sets=(), nproc_per_node=None, stack=None, user=None
+) -> Plan:
+    """The run `mlperf run BENCH --system SYSTEM [--size] [--set] [--nproc-per-node]` would start,
+    resolved by the same code (harness.resolve.runplans), priced under `stack` (default: the
+    system's own)."""
+    from harness.planner import search, stacks, workloads
+    from harness.resolve import runplans
+
+    r = runplans.resolve_runs(
+        bench, system, size=size, runs=1, sets=sets, nproc_per_node=nproc_per_node, fallback=best_config
+    )
+    rp = r.plans[0]
+    cfg = benchmarks_config(rp)
+    hw = hardware.from_spec(r.system)
+    st = stack or stacks.recognise(hw)
+    w = workloads.get(rp.benchmark, cfg, rp.size)
+    rc = getattr(cfg, "activation_recompute", None) or (
+        "full" if getattr(cfg, "activation_checkpointing", False) else "none"
+    )
+    return search.price(w, hw, rp.layout, st, user=user, recompute=rc)
+
+
+def benchmarks_config(run_plan):
+    """The typed config of a RunPlan (benchmarks' config modules never import torch)."""
+    import benchmarks
+
+    return benchmarks.typed_config(run_plan)
+
+
+__all__ = ["Plan", "best_config", "implementation", "plan", "price_run", "resolve_hardware"]

@@ -1,101 +1,126 @@
-"""The constants (data/efficiency.yaml) and the published results (data/published.yaml) the project
-ships, and how one published result is predicted: the submitter's own layout on its own system,
-with the least recomputation that fits (configs do not always say) and the gnn feature store where
-the memory model puts it."""
+"""The constants the planner ships (data/efficiency.yaml), the published results they were fitted on
+(data/published.yaml), and the constants that apply to one prediction.
+
+    constants(overrides)            fixed + fitted constants as one flat dict
+    for_prediction(w, hw, stack)    ... + the stack's factor for the benchmark, the harness's own
+                                    constants (impl 'harness') and the user's calibration file;
+                                    returns (k, notes)
+    published()                     the rows (88 MLPerf Training v3.0-v4.0 results)
+(search.predict(row, k): minutes for one row, as `mlperf plan --system-json` would.)
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
 
-import yaml
-
-from harness.planner import memory as M
-from harness.planner import timing as T
-from harness.planner import workloads as W
-from harness.planner.hardware import DATA, Hardware, from_catalogue
+from harness.planner import stacks as S
+from harness.planner.hardware import Hardware, from_description, load_data
 
 RECOMPUTE_ORDER = ("none", "selective", "full")
 
 
 @cache
 def efficiency_file() -> dict:
-    return yaml.safe_load((DATA / "efficiency.yaml").read_text())
+    return load_data("efficiency.yaml")
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = {key: (dict(v) if isinstance(v, dict) else v) for key, v in base.items()}
+    for key, v in (over or {}).items():
+        out[key] = {**out.get(key, {}), **v} if isinstance(v, dict) and isinstance(out.get(key), dict) else v
+    return out
 
 
 def constants(overrides: dict | None = None) -> dict:
     """Fixed and fitted constants as one flat dict (fitted entries may be nested per benchmark)."""
     d = efficiency_file()
-    k = {**d["fixed"], **{key: (dict(v) if isinstance(v, dict) else v) for key, v in d["fitted"].items()}}
-    if overrides:
-        for key, v in overrides.items():
-            if isinstance(v, dict):
-                k[key] = {**k.get(key, {}), **v}
-            else:
-                k[key] = v
-    return k
+    return _merge(_merge(d["fixed"], d["fitted"]), overrides or {})
+
+
+def for_prediction(bench: str, hw: Hardware, stack: S.Stack, k: dict | None = None, user: dict | None = None):
+    """(constants for this benchmark on this system and stack, notes). `user`: a calibration
+    file's contents (harness.planner.selfcal) that replaces the harness's constants."""
+    k = dict(k or constants())
+    notes: list[str] = []
+    if stack.name == "mlperf-harness":
+        harness = efficiency_file().get("harness", {})
+        group = "cpu" if hw.kind == "cpu" else "gpu"
+        k = _merge(k, harness.get(group, {}))
+        if user:
+            k = _merge(k, user.get("constants", {}))
+            notes.append(
+                f"constants of stack mlperf-harness calibrated on this system's runs ({user['path']})"
+            )
+        else:
+            notes.append(
+                f"stack mlperf-harness: {group} constants as shipped (fitted on "
+                f"{', '.join(efficiency_file().get('harness_fitted_on', {}).get(group, [])) or 'no runs'}); "
+                f"`mlperf plan {bench} --system {hw.name} --calibrate RUN_DIR` fits them to this system"
+            )
+    factor, used, note = S.factor(stack, bench, k)
+    overhead = S.factor(stack, bench, k, "stack_overhead")[0] if used != "reference" else 1.0
+    if stack.name == "mlperf-harness" and (hw.kind == "cpu" or user):
+        factor, used, note, overhead = 1.0, "mlperf-harness", None, 1.0  # its own constants
+    k["stack_factor"] = factor
+    k["stack_overhead_factor"] = overhead
+    k["stack_used"] = used
+    if note and stack.name != "mlperf-harness":
+        notes.append(note)
+    elif stack.name == "mlperf-harness" and used != "mlperf-harness":
+        notes.append(f"stack mlperf-harness has no published results: compute efficiency of {used}")
+    if hw.family not in k.get("family", {}) and hw.kind != "cpu":
+        notes.append(
+            f"no fitted results on '{hw.family}' accelerators: their efficiency per peak FLOP is "
+            f"assumed equal to Hopper's"
+        )
+    return k, notes
 
 
 @dataclass(frozen=True)
 class Published:
     id: str
-    bench: str
+    round: str
+    ruleset: str
+    submitter: str
     system: str
+    bench: str
     accelerator: str
     nodes: int
     per_node: int
+    gbs: int
     score_min: float
-    source: str
-    tp: int = 1
-    pp: int = 1
-    vp: int = 1
-    cp: int = 1
-    mbs: int = 1
-    gbs: int = 1
-    cuda_graphs: bool = False
-    tp_comm_overlap: bool = True
-    round: str = "v4.0"
-    submitter: str = "NVIDIA"
+    framework: str = ""
+    software: object = ""
+    memory: str = ""
+    layout: tuple | None = None
+    """(tp, pp, vp, cp, mbs) where the submitter's config is known (NVIDIA v4.0 notes)."""
 
     @property
     def world(self) -> int:
         return self.nodes * self.per_node
 
+    @property
+    def system_key(self) -> str:
+        """The same system across rounds: submitter + system name."""
+        return f"{self.submitter}/{self.system}"
+
     def hardware(self) -> Hardware:
-        return from_catalogue(self.accelerator, self.nodes, self.per_node, name=self.system)
+        d = {
+            "accelerator_model_name": self.accelerator,
+            "number_of_nodes": self.nodes,
+            "accelerators_per_node": self.per_node,
+            "accelerator_memory_capacity": self.memory,
+            "framework": self.framework,
+            "other_software_stack": self.software,
+        }
+        return from_description(d, self.system, where=f"published row {self.id}: ")
+
+    def stack(self) -> S.Stack:
+        return S.recognise(self.hardware())
 
 
 @cache
 def published() -> tuple[Published, ...]:
-    return tuple(Published(**row) for row in yaml.safe_load((DATA / "published.yaml").read_text()))
-
-
-def candidate_for(row: Published, hw: Hardware, k: dict) -> tuple[M.Candidate, dict]:
-    """The row's layout with the least recompute that fits; (candidate, memory GiB by part)."""
-    w = W.get(row.bench)
-    base = dict(
-        tp=row.tp,
-        pp=row.pp,
-        vp=row.vp,
-        cp=row.cp,
-        mbs=row.mbs,
-        gbs=row.gbs,
-        tp_comm_overlap=row.tp_comm_overlap and hw.intra_gbs >= 100,
-        fp8=hw.has_fp8(),
-    )
-    if row.bench == "gnn":
-        base["feature_store"] = M.gnn_placement(hw, k)
-    options = RECOMPUTE_ORDER if w.kind == "transformer" else ("none",)
-    mem = {}
-    for rc in options:
-        c = M.Candidate(recompute=rc, **base)
-        mem = M.estimate(w, c, hw, k)
-        if sum(mem.values()) <= hw.memory_gib:
-            return c, mem
-    return c, mem
-
-
-def predict(row: Published, k: dict) -> float:
-    hw = row.hardware()
-    c, _ = candidate_for(row, hw, k)
-    return T.time_to_train(W.get(row.bench), c, hw, k)["predicted_min"]
+    rows = load_data("published.yaml")
+    return tuple(Published(**{**r, "layout": tuple(r["layout"]) if r.get("layout") else None}) for r in rows)

@@ -1,16 +1,18 @@
 """What the planner needs to know about a machine, from a shipped system or an official JSON.
 
-`Hardware` is deliberately small: node shape, the accelerator's dense peaks and memory, and three
-bandwidths (inside the NVLink domain, between domains, to the host). `from_spec` reads a
-`harness.resolve.systems.SystemSpec`; `from_official_json` reads a published system-description JSON
-(which names the accelerator only in words) and fills the numbers from `data/accelerators.yaml`.
+`Hardware` is deliberately small: node shape, the accelerator's dense peaks per precision and
+memory, and three bandwidths (inside the scale-up domain, between domains, to the host), plus the
+software text of the system description (for harness.planner.stacks). `from_spec` reads a
+`SystemSpec` (systems/*.yaml); `from_official_json` reads a published system-description JSON,
+which names its accelerator only in words: `lookup` matches those words against
+data/accelerators.yaml (see its header for the rules).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
@@ -21,12 +23,18 @@ from harness.core.errors import ConfigError
 DATA = Path(__file__).resolve().parent / "data"
 
 
+def load_data(name: str):
+    """A YAML file of data/ (libyaml's parser where PyYAML has it: `mlperf plan` reads several)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return yaml.load((DATA / name).read_text(), Loader=loader)  # noqa: S506 - a safe loader
+
+
 @dataclass(frozen=True)
 class Hardware:
     name: str
     accelerator: str
     family: str
-    """Efficiency family (hopper, ada, blackwell, ...): selects a fitted factor in efficiency.yaml."""
+    """Efficiency family (hopper, ada, blackwell, gaudi, tpu, cpu, ...): data/efficiency.yaml `family`."""
     nodes: int
     per_node: int
     domain: int
@@ -36,6 +44,11 @@ class Hardware:
     intra_gbs: float
     inter_gbs: float
     host_gbs: float
+    kind: str = "gpu"
+    """'cpu' for gloo-on-CPU systems (cpu-local): collectives pay a per-call latency."""
+    software: dict = field(default_factory=dict)
+    """framework / other_software_stack text of the system description (stack recognition)."""
+    source: str = ""
 
     @property
     def world(self) -> int:
@@ -44,7 +57,7 @@ class Hardware:
     def peak(self, precision: str) -> float:
         """Dense peak FLOP/s for a precision; fp8 falls back to bf16 where the chip has no FP8."""
         p = self.peak_tflops
-        for key in (precision, "bf16", "fp16", "fp32"):
+        for key in (precision, "bf16", "fp16", "tf32", "fp32"):
             if p.get(key):
                 return float(p[key]) * 1e12
         raise ConfigError(f"accelerator '{self.accelerator}' has no peak_tflops for {precision} or bf16")
@@ -55,19 +68,53 @@ class Hardware:
 
 @cache
 def catalogue() -> tuple[dict, ...]:
-    return tuple(yaml.safe_load((DATA / "accelerators.yaml").read_text()))
+    return tuple(load_data("accelerators.yaml"))
+
+
+def normalize(model_name: str) -> list[str]:
+    """Words of an accelerator name without vendor marks: 'Intel(R) Gaudi(R) 2 AI Accelerator' ->
+    ['intel', 'gaudi2', 'ai', 'accelerator']; 'TPU-v5e' -> ['tpu', 'v5e']."""
+    s = model_name.lower()
+    s = re.sub(r"\((r|tm|c)\)|[®™©]", " ", s)
+    s = re.sub(r"[^a-z0-9.]+", " ", s)
+    s = re.sub(r"\b(gaudi|mi|hl)\s+(\d)", r"\1\2", s)  # 'gaudi 2' -> 'gaudi2', 'mi 300x' -> 'mi300x'
+    s = re.sub(r"\b(\d+)\s+(gb|gib)\b", r"\1\2", s)  # '80 gb' -> '80gb'
+    s = re.sub(r"\btpuv(\d)", r"tpu v\1", s)
+    return s.split()
+
+
+def _score(words: list[str], tokens: list[str]) -> tuple[int, int] | None:
+    exact = 0
+    for t in tokens:
+        if t in words:
+            exact += 1
+        elif not any(w.startswith(t) for w in words):
+            return None
+    return len(tokens), exact
 
 
 def lookup(model_name: str) -> dict | None:
-    low = model_name.lower()
+    """The catalogue entry for an accelerator name: most tokens matched, then most exact words."""
+    words = normalize(model_name)
+    best, best_score = None, (0, 0)
     for entry in catalogue():
-        if all(m in low for m in entry["match"]):
-            return entry
-    return None
+        for alt in entry["match"]:
+            s = _score(words, [str(t) for t in alt])
+            if s and s > best_score:
+                best, best_score = entry, s
+    return best
+
+
+def _unknown(model_name: str, where: str) -> ConfigError:
+    known = ", ".join(e["name"] for e in catalogue())
+    return ConfigError(
+        f"{where}unknown accelerator '{model_name}': the planner knows {known} "
+        f"(add a row to {DATA / 'accelerators.yaml'})"
+    )
 
 
 def from_spec(spec) -> Hardware:
-    """A shipped `SystemSpec`: its own numbers win; the catalogue adds family and host link."""
+    """A shipped `SystemSpec`: its own numbers win; the catalogue adds family, host link, source."""
     acc = spec.accelerator
     entry = lookup(acc.model_name) or {}
     if not acc.peak_tflops and not entry:
@@ -75,6 +122,7 @@ def from_spec(spec) -> Hardware:
             f"system '{spec.name}': accelerator '{acc.model_name}' has no peak_tflops and is "
             f"not in {DATA / 'accelerators.yaml'}; add peak_tflops to the descriptor"
         )
+    d = spec.description
     return Hardware(
         name=spec.name,
         accelerator=acc.model_name,
@@ -87,17 +135,16 @@ def from_spec(spec) -> Hardware:
         intra_gbs=spec.intra_node_bandwidth_gbs,
         inter_gbs=spec.inter_node_bandwidth_gbs,
         host_gbs=float(entry.get("host_gbs", 32)),
+        kind=acc.kind,
+        software={"framework": d.framework, "other_software_stack": d.other_software_stack, "shipped": True},
+        source=f"systems/{spec.name}.yaml" + (f"; {entry['source']}" if entry else ""),
     )
 
 
-def from_catalogue(model_name: str, nodes: int, per_node: int, name: str = "") -> Hardware:
+def from_catalogue(model_name: str, nodes: int, per_node: int, name: str = "", where: str = "") -> Hardware:
     entry = lookup(model_name)
     if entry is None:
-        known = ", ".join(e["name"] for e in catalogue())
-        raise ConfigError(
-            f"unknown accelerator '{model_name}': the planner knows {known} "
-            f"(add it to {DATA / 'accelerators.yaml'})"
-        )
+        raise _unknown(model_name, where)
     return Hardware(
         name=name or f"{nodes}x{per_node}x{entry['name']}",
         accelerator=entry["name"],
@@ -110,19 +157,31 @@ def from_catalogue(model_name: str, nodes: int, per_node: int, name: str = "") -
         intra_gbs=float(entry["intra_gbs"]),
         inter_gbs=float(entry["inter_gbs"]),
         host_gbs=float(entry["host_gbs"]),
+        source=entry.get("source", ""),
     )
 
 
 def _memory_gib(text: str) -> float | None:
-    m = re.match(r"\s*([\d.]+)\s*(MiB|GiB|GB|TB|MB)?", text or "")
+    m = re.match(r"\s*([\d.]+)\s*(MiB|GiB|GB|TB|MB|G)?", text or "")
     if not m:
         return None
-    value, unit = float(m.group(1)), (m.group(2) or "GB")
-    return value * {"MiB": 1 / 1024, "MB": 1e6 / 2**30, "GiB": 1, "GB": 1e9 / 2**30, "TB": 1e12 / 2**30}[unit]
+    try:
+        value = float(m.group(1))
+    except ValueError:
+        return None
+    unit = m.group(2) or "GB"
+    scale = {
+        "MiB": 1 / 1024,
+        "MB": 1e6 / 2**30,
+        "GiB": 1,
+        "GB": 1e9 / 2**30,
+        "G": 1e9 / 2**30,
+        "TB": 1e12 / 2**30,
+    }
+    return value * scale[unit]
 
 
-def from_official_json(path: Path) -> Hardware:
-    """An official MLPerf system-description JSON (as in <org>/systems/*.json of a results repo)."""
+def read_json(path: Path) -> dict:
     path = Path(path)
     try:
         d = json.loads(path.read_text())
@@ -130,17 +189,32 @@ def from_official_json(path: Path) -> Hardware:
         raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
     except json.JSONDecodeError as e:
         raise ConfigError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(d, dict):
+        raise ConfigError(f"{path}: not a system-description JSON object")
+    return d
+
+
+def from_description(d: dict, name: str, where: str = "") -> Hardware:
+    """A Hardware from the fields of an official system-description JSON (already parsed)."""
     missing = [
         k for k in ("accelerator_model_name", "number_of_nodes", "accelerators_per_node") if not d.get(k)
     ]
     if missing:
-        raise ConfigError(f"{path}: missing {', '.join(missing)} (an official system-description JSON)")
+        raise ConfigError(f"{where}missing {', '.join(missing)} (an official system-description JSON)")
     try:
         nodes, per_node = int(d["number_of_nodes"]), int(d["accelerators_per_node"])
     except ValueError:
-        raise ConfigError(f"{path}: number_of_nodes/accelerators_per_node must be integers") from None
-    hw = from_catalogue(d["accelerator_model_name"], nodes, per_node, name=path.stem)
+        raise ConfigError(f"{where}number_of_nodes/accelerators_per_node must be integers") from None
+    hw = from_catalogue(d["accelerator_model_name"], nodes, per_node, name=name, where=where)
     mem = _memory_gib(str(d.get("accelerator_memory_capacity", "")))
-    if mem:
+    software = {k: d.get(k, "") for k in ("framework", "other_software_stack")}
+    hw = replace(hw, software=software)
+    if mem and mem > 1:
         hw = replace(hw, memory_gib=mem)
     return hw
+
+
+def from_official_json(path: Path) -> Hardware:
+    """An official MLPerf system-description JSON (as in <org>/systems/*.json of a results repo)."""
+    path = Path(path)
+    return from_description(read_json(path), path.stem, where=f"{path}: ")

@@ -1,24 +1,26 @@
-"""Memory per accelerator for one candidate layout, in GiB, with the reason when it does not fit.
+"""Memory per accelerator for one candidate layout, in GiB by part (the busiest rank).
 
-Transformers (gpt3, llama2_70b_lora), on the busiest pipeline stage (the first: it holds the
-embedding and the most in-flight microbatches):
-    weights     params_stage x 2 B (bf16; frozen LoRA base too)
-    gradients   trainable_stage x 2 B (bf16 buckets of the distributed optimizer) or 4 B (fp32 main grads)
-    optimizer   trainable_stage x 12 B (fp32 master, Adam m and v), / DP with the distributed optimizer
-    activations coeff x tokens_per_microbatch x hidden / TP bytes per layer (sequence parallel), x the
-                layer-microbatches in flight: 1F1B keeps min(GA, PP) microbatches of L/PP layers;
-                the interleaved schedule 2(PP-1) + (VP-1)PP + 1 chunks of L/(PP VP) layers
-                (Narayanan et al. 2021); FP8 stores linear inputs in 8 bits (x fp8_act_factor)
-    logits      tokens x vocab x 4 B / TP on the last stage (counted once)
-    framework   CUDA context, NCCL/userbuffers, allocator slack: constant + fraction (efficiency.yaml)
-Data-parallel benchmarks: weights + grads + Adam for the (small) model, activations per sample,
-and for gnn the share of the IGBH feature store and graph placed in accelerator memory.
+weights, gradients, optimizer (and fsdp_gathered) come from harness.planner.params for the
+harness's own implementation (`impl='harness'`: exactly the dtypes and sharding it uses); for the
+record implementations (`impl='record'`, NVIDIA's and the others' published code) from the usual
+Megatron accounting: bf16 weights, bf16 grads with the distributed optimizer (fp32 without),
+fp32 master + Adam moments (12 B) divided over DP x CP.
+activations  coeff x tokens_per_microbatch x hidden / TP bytes per layer (sequence parallel), x the
+             layer-microbatches in flight: 1F1B keeps min(GA, PP) microbatches of L/PP layers; the
+             interleaved schedule 2(PP-1) + (VP-1)PP + 1 chunks of L/(PP VP) layers (Narayanan et
+             al. 2021); FP8 stores linear inputs in 8 bits (x fp8_act_factor)
+logits       tokens x vocab x 4 B / TP on the last stage (counted once)
+framework    CUDA context, NCCL/userbuffers, allocator slack: constant + fraction (efficiency.yaml)
+Data-parallel benchmarks: the model's weights/grads/Adam, activations per sample, and for gnn the
+share of the IGBH feature store placed in accelerator memory (record implementations only: the
+harness's sampler keeps features in host memory).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.planner import params as P
 from harness.planner import workloads as W
 
 GIB = 2**30
@@ -35,12 +37,15 @@ class Candidate:
     recompute: str = "none"
     distributed_optimizer: bool = True
     fp8: bool = True
+    """FP8 matmuls (only where the chip, the stack and the benchmark have them)."""
     tp_comm_overlap: bool = True
     fsdp: bool = False
-    """Frozen/base weights sharded over all DP x CP ranks and gathered layer by layer (torch FSDP)."""
+    """Weights sharded over all DP x CP ranks and gathered layer by layer (FSDP2, ZeRO-3)."""
     feature_store: str = ""
-    """gnn: where the features live: 'node' (GPU memory of one node), 'global' (spread over all
-    accelerators), 'host' (host memory, read over PCIe)."""
+    """gnn: 'node' (GPU memory of one node), 'global' (all accelerators), 'host' (host memory, read
+    over PCIe by the GPU), 'sampler' (the harness: sampled and gathered on the host CPU)."""
+    impl: str = "record"
+    """'record' (the published implementations) or 'harness' (this project's)."""
 
     def dp(self, world: int) -> int:
         return world // (self.tp * self.pp * self.cp)
@@ -61,44 +66,78 @@ def in_flight_layer_microbatches(w: W.Workload, c: Candidate, ga: int) -> float:
     return w.layers / (c.pp * c.vp) * chunks
 
 
-def transformer(w: W.Workload, c: Candidate, world: int, k: dict) -> dict:
-    dp, ga = c.dp(world), c.ga(world)
+class _Overlay:
+    """The workload's config seen with the candidate's values (a cheap stand-in for a copy)."""
+
+    def __init__(self, cfg, **over):
+        self._cfg, self._over = cfg, over
+
+    def __getattr__(self, name):
+        over = self.__dict__.get("_over", {})
+        return over[name] if name in over else getattr(self.__dict__["_cfg"], name)
+
+
+def harness_config(w: W.Workload, c: Candidate):
+    """The workload's config with the candidate's layout (what the harness would run)."""
+    over = {
+        "tensor_model_parallel_size": c.tp,
+        "pipeline_model_parallel_size": c.pp,
+        "virtual_pipeline_model_parallel_size": c.vp,
+        "context_parallel_size": c.cp,
+        "micro_batch_size": c.mbs,
+    }
+    if w.name == "gpt3" and w.size == "full":
+        over["distributed_optimizer"] = c.distributed_optimizer
+    if w.name == "llama2_70b_lora":
+        over["fsdp"] = c.fsdp
+    return _Overlay(w.cfg, **over)
+
+
+def _model_bytes(w: W.Workload, c: Candidate, world: int, device: str) -> dict:
+    dp = c.dp(world)
+    if c.impl == "harness":
+        lay = {"tp": c.tp, "pp": c.pp, "vp": c.vp, "cp": c.cp, "dp": dp}
+        out = P.rank_bytes(w.name, harness_config(w, c), lay, device)
+        out.pop("parameters_rank", None)
+        return out
+    if w.kind == "dp":
+        return {"weights": w.params * 2, "gradients": w.params * 4, "optimizer": w.params * 12 / world}
     stage = w.params_per_stage(c.tp, c.pp)
     trainable = stage if w.trainable_params >= w.params else w.trainable_params / (c.tp * c.pp)
-    shard = dp if (c.distributed_optimizer and dp > 1) else 1
-    grad_b = 2 if c.distributed_optimizer else 4
+    shard = dp * c.cp if (c.distributed_optimizer and dp * c.cp > 1) else 1
+    out = {
+        "weights": stage * 2,
+        "gradients": trainable * (2 if c.distributed_optimizer else 4),
+        "optimizer": trainable * 12 / shard,
+    }
+    if c.fsdp:  # ZeRO-3: a 1/(DP x CP) shard, plus the running and the prefetched layer in full
+        out["weights"] = stage * 2 / (dp * c.cp)
+        out["fsdp_gathered"] = 2 * (w.params / w.layers) * 2 / c.tp
+    return out
+
+
+def transformer(w: W.Workload, c: Candidate, world: int, k: dict, device: str = "cuda", model=None) -> dict:
+    ga = c.ga(world)
     rc = w.recompute[c.recompute]
     tokens = c.mbs * w.seq / c.cp
     per_layer = rc.act_coeff * tokens * w.hidden / c.tp * (w.fp8_act_factor if c.fp8 else 1.0)
     acts = per_layer * in_flight_layer_microbatches(w, c, ga)
     if c.recompute == "full":  # plus one layer's full working set during its recomputation
         acts += w.recompute["none"].act_coeff * tokens * w.hidden / c.tp
-    weights = stage * 2
-    if c.fsdp:  # a 1/(DP x CP) shard, plus the current and the prefetched layer gathered in full
-        weights = stage * 2 / (dp * c.cp) + 2 * (w.params / w.layers) * 2 / c.tp
-    out = {
-        "weights": weights,
-        "gradients": trainable * grad_b,
-        "optimizer": trainable * 12 / shard,
-        "activations": acts,
-        "logits": tokens * w.vocab * 4 / c.tp,
-    }
+    out = dict(model or _model_bytes(w, c, world, device))
+    out["activations"] = acts
+    out["logits"] = tokens * w.vocab * 4 / c.tp
     return _finish(out, k)
 
 
-def data_parallel(w: W.Workload, c: Candidate, world: int, k: dict, per_node: int, nodes: int) -> dict:
-    dp = world
-    out = {
-        "weights": w.params * 2,
-        "gradients": w.params * 4,
-        "optimizer": w.params * 12 / (dp if c.distributed_optimizer else 1),
-        "activations": c.mbs * w.act_gib_per_sample * GIB,
-    }
-    if w.name == "gnn":
+def data_parallel(
+    w: W.Workload, c: Candidate, world: int, k: dict, per_node: int, device: str = "cuda"
+) -> dict:
+    out = _model_bytes(w, c, world, device)
+    out["activations"] = c.mbs * w.act_gib_per_sample * GIB
+    if w.name == "gnn" and w.size == "full":
         store = (W.GNN_FEATURE_GIB + W.GNN_GRAPH_GIB) * GIB
-        out["feature_store"] = {"node": store / per_node, "global": store / world, "host": 0.0}[
-            c.feature_store
-        ]
+        out["feature_store"] = {"node": store / per_node, "global": store / world}.get(c.feature_store, 0.0)
     return _finish(out, k)
 
 
@@ -108,11 +147,19 @@ def _finish(out: dict, k: dict) -> dict:
     return {name: v / GIB for name, v in out.items()}
 
 
-def estimate(w: W.Workload, c: Candidate, hw, k: dict) -> dict:
-    """GiB per accelerator by component (sum = total)."""
+def model_bytes(w: W.Workload, c: Candidate, hw) -> dict:
+    """Weights, gradients, optimizer (bytes): the same for every recompute mode of a layout."""
+    return _model_bytes(w, c, hw.world, "cpu" if hw.kind == "cpu" else "cuda")
+
+
+def estimate(w: W.Workload, c: Candidate, hw, k: dict, model: dict | None = None) -> dict:
+    """GiB per accelerator by component (sum = total); `model`: model_bytes() if known."""
+    device = "cpu" if hw.kind == "cpu" else "cuda"
+    if hw.kind == "cpu":  # gloo on CPU: no CUDA context or userbuffers
+        k = {**k, "memory_overhead_gib": 0.3}
     if w.kind == "transformer":
-        return transformer(w, c, hw.world, k)
-    return data_parallel(w, c, hw.world, k, hw.per_node, hw.nodes)
+        return transformer(w, c, hw.world, k, device, model)
+    return data_parallel(w, c, hw.world, k, hw.per_node, device)
 
 
 def gnn_placement(hw, k: dict) -> str:
@@ -126,3 +173,25 @@ def gnn_placement(hw, k: dict) -> str:
     if store / hw.world <= room:
         return "global"
     return "host"
+
+
+def with_recompute(c: Candidate, rc: str) -> Candidate:
+    """`replace(c, recompute=rc)` without dataclass re-initialisation (a search makes thousands)."""
+    if c.recompute == rc:
+        return c
+    out = object.__new__(Candidate)
+    out.__dict__.update(c.__dict__, recompute=rc)
+    return out
+
+
+def memory_key(w: W.Workload, c: Candidate, world: int) -> tuple:
+    """What memory depends on: the layout and, through the microbatches in flight, GA up to the
+    pipeline's depth (so the GBS variants of a layout share one estimate)."""
+    ga = c.ga(world)
+    if c.pp == 1:
+        flight = 1
+    elif c.vp == 1:
+        flight = min(ga, c.pp)
+    else:
+        flight = min(ga * c.vp, 2 * (c.pp - 1) + (c.vp - 1) * c.pp + 1)
+    return (c.tp, c.pp, c.vp, c.cp, c.mbs, flight)

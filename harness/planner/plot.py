@@ -7,7 +7,12 @@ from dataclasses import replace
 
 from harness.core.errors import ConfigError
 from harness.planner import calibration as C
+from harness.planner.hardware import lookup
 from harness.planner.search import Plan, search_layouts
+
+
+def _acc(row) -> str:
+    return (lookup(row.accelerator) or {}).get("name", row.accelerator)
 
 
 def sweep(plan: Plan) -> list[tuple[int, float]]:
@@ -15,12 +20,12 @@ def sweep(plan: Plan) -> list[tuple[int, float]]:
     hw = plan.hardware
     node_counts = sorted(
         {max(1, round(hw.nodes * 2**e)) for e in range(-3, 4)}
-        | {r.nodes for r in C.published() if r.bench == plan.bench and r.accelerator == hw.accelerator}
+        | {r.nodes for r in C.published() if r.bench == plan.bench and _acc(r) == hw.accelerator}
     )
     out = []
     for n in node_counts:
         try:
-            p = search_layouts(plan.bench, replace(hw, nodes=n))
+            p = search_layouts(plan.bench, replace(hw, nodes=n), stack=plan.stack)
         except ConfigError:
             continue  # nothing fits, or the batch rules exclude this size
         out.append((n * hw.per_node, p.options[0].minutes))
@@ -40,14 +45,14 @@ def draw(plan: Plan, path: str) -> None:
         ax.plot([p[0] for p in pts], [p[1] for p in pts], "-o", ms=3, label=f"planner: {hw.accelerator}")
     ax.plot([hw.world], [plan.options[0].minutes], "*", ms=14, label=f"{hw.name} (planned)")
     pub = [r for r in C.published() if r.bench == plan.bench]
-    for acc in sorted({r.accelerator for r in pub}):
-        rows = [r for r in pub if r.accelerator == acc]
+    for acc in sorted({_acc(r) for r in pub}):
+        rows = [r for r in pub if _acc(r) == acc]
         ax.plot(
             [r.world for r in rows],
             [r.score_min for r in rows],
             "s",
             mfc="none",
-            label=f"published v4.0: {acc}",
+            label=f"published v3.0-v4.0: {acc}",
         )
     ax.set_xscale("log")
     ax.set_yscale("log")

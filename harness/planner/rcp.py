@@ -69,8 +69,9 @@ def pruned(bench: str, ruleset: str = "4.0.0") -> tuple[RcpPoint, ...]:
 
 
 def bs_range(bench: str, ruleset: str = "4.0.0") -> tuple[int, int]:
-    """Global batch sizes the RCPs cover: from the smallest reference batch (the rules: other sizes
-    need new RCPs; gpt3 1536) to the largest (above it the checker answers `Missing RCP`)."""
+    """(smallest reference batch, largest pruned RCP batch). The checker accepts any batch up to
+    the largest (below the pruned set it compares against the smallest pruned RCP); above it
+    answers `Missing RCP`."""
     return points(bench, ruleset)[0].bs, pruned(bench, ruleset)[-1].bs
 
 
@@ -79,22 +80,55 @@ def check_bs(bench: str, gbs: int, ruleset: str = "4.0.0") -> None:
     if gbs > hi:
         raise ConfigError(
             f"global batch size {gbs} is above the largest {bench} RCP ({hi}): the RCP checker "
-            f"would answer 'Missing RCP'; choose {lo} <= GBS <= {hi}"
-        )
-    if gbs < lo:
-        raise ConfigError(
-            f"global batch size {gbs} is below the smallest {bench} RCP ({lo}): a closed "
-            f"submission would need new reference convergence points; choose {lo} <= GBS <= {hi}"
+            f"would answer 'Missing RCP'; choose GBS <= {hi}"
         )
 
 
-def converge(bench: str, gbs: int, ruleset: str = "4.0.0") -> float:
-    """RCP mean (the benchmark's unit) at `gbs`: exact, interpolated, or the smallest point's."""
-    pts = pruned(bench, ruleset)
-    check_bs(bench, gbs, ruleset)
-    if gbs <= pts[0].bs:  # the checker compares batches below the pruned set with its smallest point
+def _at(pts: tuple[RcpPoint, ...], gbs: int) -> float:
+    """The mean at `gbs` on a sorted set: exact, interpolated, or the nearest end."""
+    if gbs <= pts[0].bs:
         return pts[0].mean
     for lo, hi in zip(pts, pts[1:]):
         if lo.bs <= gbs <= hi.bs:
             return lo.mean if gbs == lo.bs else _interp(gbs, lo, hi)
     return pts[-1].mean
+
+
+@cache
+def checker_mean(bench: str, gbs: int, ruleset: str = "4.0.0") -> float:
+    """The RCP mean mlperf_logging's rcp_checker (pruned pass) compares a submission at `gbs`
+    with: the RCP at that batch, the interpolation between its pruned neighbours, or, below the
+    smallest pruned RCP, that smallest one (accepted when the submission converges no faster)."""
+    check_bs(bench, gbs, ruleset)
+    return _at(pruned(bench, ruleset), gbs)
+
+
+@cache
+def reference_mean(bench: str, gbs: int, ruleset: str = "4.0.0") -> float:
+    """What the reference runs say a run at `gbs` needs: the RCP at that batch, else the
+    interpolation over all RCPs (pruned ones included), else the nearest end."""
+    return _at(points(bench, ruleset), gbs)
+
+
+def converge(bench: str, gbs: int, ruleset: str = "4.0.0") -> float:
+    """RCP units the score sees at `gbs`: a run converging faster than the checker's RCP mean is
+    scaled up to it (scaling.json), a slower one keeps its own, so the larger of the checker's
+    mean and the reference runs' own figure at this batch (they differ below the smallest pruned
+    RCP, e.g. gpt3 1536, or stable_diffusion 512 under 3.1.0 whose RCPs count steps)."""
+    return max(checker_mean(bench, gbs, ruleset), reference_mean(bench, gbs, ruleset))
+
+
+def samples_per_unit(bench: str, gbs: int, ruleset: str = "4.0.0") -> float:
+    """Samples per RCP unit: gpt3 counts tokens (1/2048 sequence), gnn epochs of the 94,605,581
+    training seeds, stable_diffusion before 4.0.0 steps (x GBS), the others samples."""
+    if bench == "gpt3":
+        return 1 / 2048
+    if bench == "gnn":
+        return 94_605_581
+    if bench == "stable_diffusion" and ruleset < "4.0.0":
+        return float(gbs)
+    return 1.0
+
+
+def samples_to_converge(bench: str, gbs: int, ruleset: str = "4.0.0") -> float:
+    return converge(bench, gbs, ruleset) * samples_per_unit(bench, gbs, ruleset)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import sys
+from functools import cache
 
 from harness.planner import calibration as C
+from harness.planner import params as P
 from harness.planner import workloads as W
+from harness.planner.hardware import DATA, load_data
 from harness.planner.search import Option, Plan
 
 
@@ -24,10 +27,10 @@ def distinct(plan: Plan, top: int) -> list[Option]:
 
 
 def option_json(o: Option, plan: Plan) -> dict:
-    w = W.get(plan.bench)
+    w = plan.workload or W.get(plan.bench)
     c, t, hw = o.candidate, o.time, plan.hardware
     per_step = dict(t["breakdown_s"])
-    per_step["eval"] = t["eval_s"] / t["steps"]
+    per_step["eval"] = t["eval_s"] / max(1, t["steps"])
     return {
         "layout": {
             "tp": c.tp,
@@ -41,41 +44,70 @@ def option_json(o: Option, plan: Plan) -> dict:
             "recompute": c.recompute,
             "distributed_optimizer": c.distributed_optimizer,
             "fp8": c.fp8 and w.precision == "fp8",
+            "fsdp": c.fsdp,
+            "implementation": c.impl,
             "tp_comm_overlap": c.tp_comm_overlap and c.tp > 1,
             **({"feature_store": c.feature_store} if c.feature_store else {}),
         },
         "overrides": o.overrides(w),
-        "memory_gib": {k: round(v, 2) for k, v in o.memory_gib.items()},
+        "memory_gib": {k: float(f"{v:.4g}") for k, v in o.memory_gib.items()},
         "memory_total_gib": round(sum(o.memory_gib.values()), 2),
         "step_s": round(sum(per_step.values()), 4),
         "step_breakdown_s": {k: round(v, 4) for k, v in per_step.items()},
         "steps": t["steps"],
+        "evals": t.get("evals", 0),
         "samples_to_converge": round(t["samples_to_converge"], 1),
         "predicted_min": round(t["predicted_min"], 3),
     }
 
 
 def assumptions(plan: Plan) -> list[str]:
-    hw, k = plan.hardware, C.constants()
-    out = []
-    if hw.family not in k["family"]:
-        out.append(
-            f"no published results for the '{hw.family}' family: its efficiency per peak FLOP "
-            f"is assumed equal to Hopper's"
-        )
-    if W.get(plan.bench).precision == "fp8" and not hw.has_fp8():
-        out.append(f"{hw.accelerator} has no FP8: bf16 at {k['fp8_gain']}x the FP8-relative efficiency")
+    """What the prediction assumes beyond fitted data (printed and in --json `notes`)."""
+    hw, w, out = plan.hardware, plan.workload or W.get(plan.bench), list(plan.notes)
+    c = plan.options[0].candidate if plan.options else None
+    if w.precision == "fp8" and c is not None and not c.fp8:
+        why = "has no FP8" if not hw.has_fp8() else f"is not run in FP8 by stack {plan.stack.key}"
+        out.append(f"{hw.accelerator} {why}: bf16 peak, no FP8 gain")
     return out
 
 
-def to_json(plan: Plan, top: int) -> dict:
+@cache
+def accuracy() -> dict:
+    """The held-out errors bench/bench_planner_accuracy.py measured (data/accuracy.yaml)."""
+    path = DATA / "accuracy.yaml"
+    return load_data("accuracy.yaml") if path.exists() else {}
+
+
+def accuracy_json(bench: str) -> dict:
+    a = accuracy()
+    if not a:
+        return {
+            "held_out": None,
+            "note": "no accuracy measured (python bench/bench_planner_accuracy.py --write)",
+        }
+    held = {m: {"overall": v.get("overall"), bench: v.get(bench)} for m, v in a.get("held_out", {}).items()}
+    return {
+        "held_out": held,
+        "rows": a.get("rows"),
+        "source": a.get("source"),
+        "no_data": a.get("no_data"),
+        "measured_by": "python bench/bench_planner_accuracy.py",
+    }
+
+
+def to_json(plan: Plan, top: int, mode: str = "search", user: dict | None = None) -> dict:
     hw = plan.hardware
     best = distinct(plan, top)
-    eff = C.efficiency_file()
+    w = plan.workload or W.get(plan.bench)
+    n = P.parameters(w.name, w.cfg)
+    k = plan.constants
+    stack = plan.stack
     return {
-        "schema_version": 1,
+        "schema_version": 2,
         "benchmark": plan.bench,
+        "size": w.size,
         "system": hw.name,
+        "mode": mode,
         "hardware": {
             "accelerator": hw.accelerator,
             "family": hw.family,
@@ -87,15 +119,29 @@ def to_json(plan: Plan, top: int) -> dict:
             "peak_tflops": hw.peak_tflops,
             "intra_gbs": hw.intra_gbs,
             "inter_gbs": hw.inter_gbs,
+            "source": hw.source,
         },
+        "stack": {
+            "name": stack.name,
+            "version": stack.version,
+            "recognised_from": stack.how,
+            "constants_from": k.get("stack_used"),
+            "efficiency_factor": round(float(k.get("stack_factor", 1.0)), 4),
+        },
+        "parameters_total": n["total"],
+        "parameters_trainable": n["trainable"],
         "predicted_min": best[0].time["predicted_min"] if best else None,
         "best": option_json(best[0], plan),
         "options": [option_json(o, plan) for o in best],
         "candidates_considered": plan.considered,
         "candidates_fitting": len(plan.options),
         "rejected": plan.rejected,
-        "assumptions": assumptions(plan),
-        "calibration": {"fitted_on": eff.get("fitted_on", []), "fit_error": eff.get("fit_error", {})},
+        "notes": assumptions(plan),
+        "accuracy": accuracy_json(plan.bench),
+        "constants": {
+            "file": user["path"] if user else str(DATA / "efficiency.yaml"),
+            "fitted_on_rows": len((C.efficiency_file().get("fitted_on") or {}).get("global", [])),
+        },
     }
 
 
@@ -152,7 +198,7 @@ def render(plan: Plan, doc: dict, top: int) -> None:
             f"{b['tp']:.3f}",
             f"{b['pp_bubble']:.3f}",
             f"{b['dp_exposed']:.3f}",
-            f"{b['overhead'] + b.get('gather', 0.0):.3f}",
+            f"{b['overhead'] + b.get('gather', 0.0) + b.get('fsdp', 0.0):.3f}",
             f"{b['eval']:.3f}",
             f"{o['step_s']:.3f}",
             f"{o['samples_to_converge']:,.0f}",
@@ -161,7 +207,8 @@ def render(plan: Plan, doc: dict, top: int) -> None:
     console.print(table)
     console.print(
         "per step: compute, TP/CP collectives, pipeline bubble + sends, exposed DP traffic, other "
-        "(fixed overhead; gnn: + feature gathering), evaluation; samples to converge from the RCPs",
+        "(fixed overheads; + FSDP gathers; gnn: + feature gathering), evaluation; samples to converge "
+        "from the RCPs (tiny: data/tiny.yaml or your calibration); `--explain` shows every term",
         markup=False,
         style="dim",
     )
@@ -180,5 +227,20 @@ def render(plan: Plan, doc: dict, top: int) -> None:
             markup=False,
             style="dim",
         )
-    for a in doc["assumptions"]:
-        console.print(f"assumption: {a}", markup=False, style="yellow")
+    st = doc["stack"]
+    console.print(
+        f"stack: {st['name']}{'@' + st['version'] if st['version'] else ''} ({st['recognised_from']}); "
+        f"efficiency constants of {st['constants_from']} (factor {st['efficiency_factor']})",
+        markup=False,
+    )
+    acc = (doc["accuracy"].get("held_out") or {}).get("leave_one_system_out")
+    if acc and acc.get(plan.bench):
+        a = acc[plan.bench]
+        console.print(
+            f"held-out error on published {plan.bench} results (leave one system out): median "
+            f"{a['median_ape']:.1f} %, p90 {a['p90_ape']:.1f} % over {a['rows']} rows",
+            markup=False,
+            style="dim",
+        )
+    for a in doc["notes"]:
+        console.print(f"note: {a}", markup=False, style="yellow")

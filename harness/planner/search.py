@@ -11,7 +11,7 @@ official RCPs cover, and gpt3's learning rate follows from the GBS.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 from harness.core.errors import ConfigError
@@ -19,6 +19,7 @@ from harness.core.layout import derive
 from harness.planner import calibration as C
 from harness.planner import memory as M
 from harness.planner import rcp
+from harness.planner import stacks as S
 from harness.planner import timing as T
 from harness.planner import workloads as W
 
@@ -59,6 +60,11 @@ class Plan:
     rejected: dict[str, int] = field(default_factory=dict)
     """Reason -> number of candidates dropped for it."""
     considered: int = 0
+    stack: S.Stack | None = None
+    constants: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    workload: W.Workload | None = None
+    ruleset: str = RULESET
 
 
 def _divisors(n: int, limit: int | None = None) -> list[int]:
@@ -82,11 +88,82 @@ def _gbs_values(unit: int, lo: int, hi: int, fixed: int | None) -> list[int]:
     return sorted(ga * unit for ga in gas)
 
 
-def _transformer_candidates(w: W.Workload, hw, k: dict, gbs: int | None, supports=None, fsdp=False):
-    lo, hi = rcp.bs_range(w.name, RULESET)
-    fp8 = hw.has_fp8()
-    overlap = hw.intra_gbs >= 100  # userbuffer TP overlap needs NVLink-class links
-    allowed = w.supports if supports is None else supports
+@dataclass(frozen=True)
+class Policy:
+    """What the implementation under a stack does, for every candidate of one search."""
+
+    impl: str = "record"
+    supports: tuple[str, ...] = ("tp", "pp", "vp", "cp")
+    fsdp: bool = False
+    recompute: tuple[str, ...] = C.RECOMPUTE_ORDER
+    fp8: bool = True
+    tp_comm_overlap: bool = True
+    distributed_optimizer: bool = True
+    feature_store: str = ""
+
+
+def implementation(bench_name: str) -> dict:
+    """What the harness's own implementation (benchmarks/<name>/config.py) can run: its parallel
+    degrees (`SUPPORTS`), whether it shards weights with FSDP, and its recompute modes."""
+    import benchmarks
+
+    try:
+        cls = benchmarks.config_class(bench_name)  # config modules never import torch
+    except ConfigError:  # benchmark folder not there (yet): plan as the record implementations run
+        return {"supports": W.get(bench_name).supports, "fsdp": False, "recompute": None}
+    fields = cls.model_fields
+    out: dict = {"supports": tuple(getattr(cls, "SUPPORTS", ())), "fsdp": False, "recompute": None}
+    if "fsdp" in fields:
+        out["fsdp"] = bool(fields["fsdp"].default)
+    if "activation_checkpointing" in fields:  # on/off switch: 'full' when on by default
+        out["recompute"] = ("full",) if fields["activation_checkpointing"].default else ("none",)
+    return out
+
+
+def policy(w: W.Workload, hw, stack: S.Stack, k: dict, supports=None, fsdp=None, recompute=None) -> Policy:
+    fp8 = hw.has_fp8() and stack.uses_fp8() and w.precision == "fp8"
+    if stack.name == "mlperf-harness":
+        impl = implementation(w.name)
+        cfg = w.cfg
+        on_gpu = hw.kind != "cpu"
+        return Policy(
+            impl="harness",
+            supports=tuple(impl["supports"] if supports is None else supports),
+            fsdp=bool(getattr(cfg, "fsdp", False)) if fsdp is None else fsdp,
+            recompute=recompute or impl["recompute"] or C.RECOMPUTE_ORDER,
+            fp8=on_gpu and hw.has_fp8() and bool(getattr(cfg, "fp8", False)),
+            tp_comm_overlap=on_gpu and bool(getattr(cfg, "tp_comm_overlap", False)),
+            distributed_optimizer=bool(getattr(cfg, "distributed_optimizer", False))
+            or (on_gpu and w.name == "gpt3"),
+            feature_store="sampler" if w.name == "gnn" else "",
+        )
+    layouts = stack.layouts if supports is None else supports
+    return Policy(
+        impl="record",
+        supports=tuple(w.supports if layouts is None else layouts),
+        fsdp=bool(stack.features.get("sharded_weights")) if fsdp is None else fsdp,
+        recompute=recompute or (C.RECOMPUTE_ORDER if w.kind == "transformer" else ("none",)),
+        fp8=fp8,
+        tp_comm_overlap=hw.intra_gbs >= 100,  # userbuffer TP overlap needs NVLink-class links
+        feature_store=M.gnn_placement(hw, k) if w.name == "gnn" else "",
+    )
+
+
+def _candidate(pol: Policy, **layout) -> M.Candidate:
+    return M.Candidate(
+        fp8=pol.fp8,
+        tp_comm_overlap=pol.tp_comm_overlap,
+        fsdp=pol.fsdp,
+        distributed_optimizer=pol.distributed_optimizer,
+        feature_store=pol.feature_store,
+        impl=pol.impl,
+        **layout,
+    )
+
+
+def _transformer_candidates(w: W.Workload, hw, pol: Policy, gbs: int | None, ruleset: str):
+    lo, hi = rcp.bs_range(w.name, ruleset)
+    allowed = pol.supports
     for tp in (1, 2, 4, 8) if "tp" in allowed else (1,):  # powers of two: heads and GEMMs divide evenly
         if tp > hw.domain or hw.domain % tp:
             continue
@@ -106,30 +183,49 @@ def _transformer_candidates(w: W.Workload, hw, k: dict, gbs: int | None, support
                     for mbs in w.mbs_choices:
                         # interleaving needs GA divisible by PP: step GBS by DP x MBS x PP then
                         for g in _gbs_values(dp * mbs * (pp if vp > 1 else 1), lo, hi, gbs):
-                            yield M.Candidate(
-                                tp=tp,
-                                pp=pp,
-                                vp=vp,
-                                cp=cp,
-                                mbs=mbs,
-                                gbs=g,
-                                fp8=fp8,
-                                tp_comm_overlap=overlap,
-                                fsdp=fsdp,
-                            )
+                            yield _candidate(pol, tp=tp, pp=pp, vp=vp, cp=cp, mbs=mbs, gbs=g)
 
 
-def _dp_candidates(w: W.Workload, hw, k: dict, gbs: int | None):
-    lo, hi = rcp.bs_range(w.name, RULESET)
-    store = M.gnn_placement(hw, k) if w.name == "gnn" else ""
+def _dp_candidates(w: W.Workload, hw, pol: Policy, gbs: int | None, ruleset: str):
+    lo, hi = rcp.bs_range(w.name, ruleset)
     if gbs is not None:
         if gbs % hw.world == 0:
-            yield M.Candidate(mbs=gbs // hw.world, gbs=gbs, feature_store=store)
+            yield _candidate(pol, mbs=gbs // hw.world, gbs=gbs)
         return
     for b in sorted({*w.local_batches, *(2**i for i in range(12))}):
         g = b * hw.world
         if lo <= g <= hi:
-            yield M.Candidate(mbs=b, gbs=g, feature_store=store)
+            yield _candidate(pol, mbs=b, gbs=g)
+
+
+def _check(c: M.Candidate, w: W.Workload, hw, supports) -> None:
+    derive(
+        SimpleNamespace(
+            tensor_model_parallel_size=c.tp,
+            pipeline_model_parallel_size=c.pp,
+            virtual_pipeline_model_parallel_size=c.vp,
+            context_parallel_size=c.cp,
+            global_batch_size=c.gbs,
+            micro_batch_size=c.mbs,
+        ),
+        hw.nodes,
+        hw.per_node,
+        hw.domain,
+        w.layers or None,
+        supports,
+    )
+
+
+def fit_least_recompute(w, c, hw, k, recomputes):
+    """(candidate with the least recompute that fits, its memory) or (None, memory of the last)."""
+    mem = {}
+    model = M.model_bytes(w, c, hw) if w.kind == "transformer" else None
+    for rc in recomputes:
+        c = M.with_recompute(c, rc)
+        mem = M.estimate(w, c, hw, k, model)
+        if sum(mem.values()) <= hw.memory_gib:
+            return c, mem
+    return None, mem
 
 
 def search_layouts(
@@ -138,73 +234,72 @@ def search_layouts(
     gbs: int | None = None,
     k: dict | None = None,
     supports: tuple[str, ...] | None = None,
-    fsdp: bool = False,
+    fsdp: bool | None = None,
     recompute: tuple[str, ...] | None = None,
+    stack: S.Stack | None = None,
+    ruleset: str = RULESET,
+    workload: W.Workload | None = None,
+    user: dict | None = None,
 ) -> Plan:
-    """All allowed layouts of `bench` on `hw`, fastest first. By default the search is over what the
-    record implementations do (TP/PP/VP/CP for the transformers); `supports`, `fsdp` and
-    `recompute` restrict it to what a given implementation can run (see best_config)."""
-    w = W.get(bench)
-    k = k or C.constants()
+    """All allowed layouts of `bench` on `hw`, fastest first, for the implementation of `stack`
+    (default: the system's own stack, harness.planner.stacks.recognise). `supports`, `fsdp` and
+    `recompute` restrict it further (see best_config)."""
+    w = workload or W.get(bench)
+    stack = stack or S.recognise(hw)
+    notes: list[str] = []
+    if k is None:
+        k, notes = C.for_prediction(w.name, hw, stack, user=user)
     if gbs is not None:
         if gbs < 1:
             raise ConfigError(f"--global-batch-size must be positive (got {gbs})")
-        rcp.check_bs(w.name, gbs, RULESET)
-    if w.precision == "fp8" and not hw.peak_tflops:
-        raise ConfigError(f"system '{hw.name}' gives no peak_tflops for its accelerator")
-    plan = Plan(bench=w.name, hardware=hw, options=[])
+        rcp.check_bs(w.name, gbs, ruleset)
+    pol = policy(w, hw, stack, k, supports, fsdp, recompute)
+    plan = Plan(w.name, hw, [], stack=stack, constants=k, notes=notes, workload=w, ruleset=ruleset)
     gen = (
-        _transformer_candidates(w, hw, k, gbs, supports, fsdp)
+        _transformer_candidates(w, hw, pol, gbs, ruleset)
         if w.kind == "transformer"
-        else _dp_candidates(w, hw, k, gbs)
+        else _dp_candidates(w, hw, pol, gbs, ruleset)
     )
     options = []
-    recomputes = recompute or (C.RECOMPUTE_ORDER if w.kind == "transformer" else ("none",))
+    recomputes = pol.recompute if w.kind == "transformer" else ("none",)
+    mem: dict = {}
+    memo: dict = {}
+    checked: dict = {}
     for c in gen:
         plan.considered += 1
-        try:
-            derive(
-                SimpleNamespace(
-                    tensor_model_parallel_size=c.tp,
-                    pipeline_model_parallel_size=c.pp,
-                    virtual_pipeline_model_parallel_size=c.vp,
-                    context_parallel_size=c.cp,
-                    global_batch_size=c.gbs,
-                    micro_batch_size=c.mbs,
-                ),
-                hw.nodes,
-                hw.per_node,
-                hw.domain,
-                w.layers or None,
-                w.supports if supports is None else supports,
-            )
-        except ConfigError as e:
-            reason = re.sub(r"\d+", "N", str(e).split(";")[0])
-            plan.rejected[reason] = plan.rejected.get(reason, 0) + 1
+        unit = c.dp(hw.world) * c.mbs  # derive's checks depend on the GBS only through these
+        ckey = (c.tp, c.pp, c.vp, c.cp, c.mbs, c.gbs % unit, (c.gbs // unit) % c.pp if c.vp > 1 else 0)
+        if ckey not in checked:
+            try:
+                _check(c, w, hw, pol.supports)
+                checked[ckey] = None
+            except ConfigError as e:
+                checked[ckey] = re.sub(r"\d+", "N", str(e).split(";")[0])
+        if checked[ckey]:
+            plan.rejected[checked[ckey]] = plan.rejected.get(checked[ckey], 0) + 1
             continue
-        # the least recompute that fits is the only one worth keeping for a layout
-        for rc in recomputes:
-            c = replace(c, recompute=rc)
-            mem = M.estimate(w, c, hw, k)
-            if sum(mem.values()) <= hw.memory_gib:
-                t = T.time_to_train(w, c, hw, k, RULESET)
-                options.append(Option(c, mem, t, W.learning_rate(w, c.gbs)))
-                break
+        key = M.memory_key(w, c, hw.world) if w.kind == "transformer" else None
+        if key is not None and key in memo:  # the same layout at another GBS: same memory
+            rc, mem = memo[key]
+            fits = M.with_recompute(c, rc) if rc else None
         else:
-            biggest = max(mem, key=mem.get)
-            reason = (
-                f"needs more than {hw.memory_gib:.0f} GiB per accelerator even with full recompute "
-                f"(largest part: {biggest})"
-                if w.kind == "transformer"
-                else f"needs more than {hw.memory_gib:.0f} GiB per accelerator (largest part: {biggest})"
-            )
-            plan.rejected[reason] = plan.rejected.get(reason, 0) + 1
+            fits, mem = fit_least_recompute(w, c, hw, k, recomputes)
+            if key is not None:
+                memo[key] = (fits.recompute if fits else None, mem)
+        if fits is not None:
+            t = T.time_to_train(w, fits, hw, k, ruleset)
+            options.append(Option(fits, mem, t, W.learning_rate(w, fits.gbs)))
+            continue
+        biggest = max(mem, key=mem.get)
+        extra = " even with full recompute" if "full" in recomputes else ""
+        reason = f"needs more than {hw.memory_gib:.0f} GiB per accelerator{extra} (largest part: {biggest})"
+        plan.rejected[reason] = plan.rejected.get(reason, 0) + 1
     plan.options = sorted(options, key=lambda o: o.minutes)
     if not plan.considered:
-        lo, hi = rcp.bs_range(w.name, RULESET)
+        lo, hi = rcp.bs_range(w.name, ruleset)
         raise ConfigError(
             f"no {w.name} layout on {hw.name}: {hw.world} accelerators need a global batch the "
-            f"rules allow (RCPs cover {lo}..{hi}){' and that divides by DP' if gbs else ''}; "
+            f"rules allow (RCPs up to {hi}){' and that divides by DP' if gbs else ''}; "
             f"use fewer nodes{' or another --global-batch-size' if gbs else ''}"
         )
     if not plan.options:
@@ -214,3 +309,42 @@ def search_layouts(
             f"{hw.memory_gib:.0f} GiB each): {why or 'no candidate'}"
         )
     return plan
+
+
+def price(
+    w: W.Workload, hw, layout, stack: S.Stack, user: dict | None = None, recompute: str = "none"
+) -> Plan:
+    """One given run (a resolved config's layout) priced under `stack`: a Plan with one option.
+    A layout that does not fit memory is kept, with a note (the run itself would find out)."""
+    k, notes = C.for_prediction(w.name, hw, stack, user=user)
+    pol = policy(w, hw, stack, k)
+    c = _candidate(
+        pol,
+        tp=layout.tp,
+        pp=layout.pp,
+        vp=layout.vp,
+        cp=layout.cp,
+        mbs=layout.micro_batch_size,
+        gbs=layout.global_batch_size,
+        recompute=recompute,
+    )
+    mem = M.estimate(w, c, hw, k)
+    if sum(mem.values()) > hw.memory_gib:
+        notes.append(
+            f"this layout needs {sum(mem.values()):.1f} GiB per accelerator, more than {hw.memory_gib:.0f}"
+        )
+    t = T.time_to_train(w, c, hw, k, RULESET, tiny=(user or {}).get("tiny"))
+    plan = Plan(
+        w.name, hw, [Option(c, mem, t, None)], considered=1, stack=stack, constants=k, notes=notes, workload=w
+    )
+    return plan
+
+
+def predict(row: C.Published, k: dict, stack: S.Stack | None = None) -> float:
+    """Predicted minutes for a published row: the best layout at its batch on its system."""
+    hw = row.hardware()
+    stack = stack or S.recognise(hw)
+    kr, _ = C.for_prediction(row.bench, hw, stack, k)
+    return (
+        search_layouts(row.bench, hw, gbs=row.gbs, k=kr, stack=stack, ruleset=row.ruleset).options[0].minutes
+    )

@@ -24,16 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.gnn.config import IGBH_RELATIONS
 from harness.core.errors import ConfigError
 
-BASE_RELATIONS = [
-    ("paper", "cites", "paper"),
-    ("paper", "written_by", "author"),
-    ("author", "affiliated_to", "institute"),
-    ("paper", "topic", "fos"),
-    ("paper", "published", "journal"),
-    ("paper", "venue", "conference"),
-]
+BASE_RELATIONS = IGBH_RELATIONS
 WHERE_FROM = (
     "IGBH-Full comes from the reference's download_igbh_full.sh (s3://igb-public, ~2.2 TB); "
     "tiny data from `mlperf prepare gnn --size tiny`"
