@@ -65,3 +65,16 @@ def first_step(optimizer: torch.optim.Optimizer, params: Iterable[torch.Tensor])
 def rank_parts(parameters: int, weights: int, gradients: int, optimizer: int, **extra) -> dict:
     """One rank's holdings: a parameter count and bytes by part (the planner's part names)."""
     return dict(parameters=parameters, weights=weights, gradients=gradients, optimizer=optimizer, **extra)
+
+
+def replica_parts(params: list[torch.Tensor], optimizer: torch.optim.Optimizer, **extra) -> dict:
+    """A data-parallel replica: the whole model, a `param.grad` like each parameter, and the
+    optimizer's state (stepped already)."""
+    return rank_parts(
+        parameters=numel(params),
+        weights=nbytes(params),
+        gradients=nbytes(params),
+        optimizer=state_bytes(optimizer),
+        dtypes=sorted({str(p.dtype) for p in params}),
+        **extra,
+    )

@@ -35,12 +35,5 @@ def count(cfg, layout) -> dict:
     opt = torch.optim.Adam(params, lr=cfg.opt_base_learning_rate)  # as train.run
     meta.first_step(opt, params)
     n = sum(p.numel() for p in params)
-    rank = meta.rank_parts(
-        parameters=n,
-        weights=meta.nbytes(params),
-        gradients=meta.nbytes(params),  # param.grad: fp32, one per parameter
-        optimizer=meta.state_bytes(opt),
-        convs_per_layer=[len(conv.convs) for conv in model.convs],
-        dtypes=sorted({str(p.dtype) for p in params}),
-    )
+    rank = meta.replica_parts(params, opt, convs_per_layer=[len(conv.convs) for conv in model.convs])
     return {"parameters_total": n, "parameters_trainable": n, "rank": dict(rank, rank=0)}

@@ -112,7 +112,9 @@ def _optimizer_bytes(optimizer) -> int:
     """fp32 master copies of half-precision parameters + Adam moments, on this rank."""
     total = 0
     for o in getattr(optimizer, "chained_optimizers", [optimizer]):
-        masters = getattr(o, "shard_fp32_from_float16_groups", None) or getattr(o, "fp32_from_float16_groups", [])
+        masters = getattr(o, "shard_fp32_from_float16_groups", None) or getattr(
+            o, "fp32_from_float16_groups", []
+        )
         total += meta.nbytes(p for group in masters for p in group)
         o.init_state_fn(o.optimizer, o.config)  # Adam allocates its moments lazily; now, on meta
         total += meta.state_bytes(o.optimizer)
@@ -124,7 +126,11 @@ def _full_size(chunk, tp: int) -> int:
     replicated ones once, the last stage's copy of the tied word embedding not at all."""
     n = 0
     for name, p in chunk.named_parameters():
-        if name == "output_layer.weight" and chunk.share_embeddings_and_output_weights and not chunk.pre_process:
+        if (
+            name == "output_layer.weight"
+            and chunk.share_embeddings_and_output_weights
+            and not chunk.pre_process
+        ):
             continue
         n += p.numel() * (tp if getattr(p, "tensor_model_parallel", False) else 1)
     return n
@@ -156,7 +162,9 @@ def count(cfg, layout) -> dict:
                 raise RuntimeError(f"rank {stage * per_stage} is pipeline stage {got}, expected {stage}")
             stages[stage] = stage_parts(model, optimizer)
             total += sum(_full_size(m.module, layout.tp) for m in model)
-    busiest = max(stages, key=lambda s: stages[s]["weights"] + stages[s]["gradients"] + stages[s]["optimizer"])
+    busiest = max(
+        stages, key=lambda s: stages[s]["weights"] + stages[s]["gradients"] + stages[s]["optimizer"]
+    )
     return {
         "parameters_total": total,
         "parameters_trainable": total,

@@ -32,7 +32,9 @@ def build(cfg, layout):
     if cfg.activation_checkpointing:
         M.enable_activation_checkpointing(model)
     if cfg.fsdp and layout.world_size > 1:  # train.Mesh: DP x CP, FSDP over both
-        mesh = init_device_mesh("cpu", (layout.world_size // layout.cp, layout.cp), mesh_dim_names=("dp", "cp"))
+        mesh = init_device_mesh(
+            "cpu", (layout.world_size // layout.cp, layout.cp), mesh_dim_names=("dp", "cp")
+        )
         M.shard_fsdp(model, mesh._flatten("dp_cp") if layout.cp > 1 else mesh["dp"], dtype)
     return model
 

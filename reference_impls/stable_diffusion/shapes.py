@@ -19,8 +19,8 @@ from harness.train import meta
 from reference_impls.stable_diffusion import model as M
 
 
-def _optimizer(cfg, unet, world: int):
-    if cfg.distributed_optimizer and world > 1:  # as train.run on CUDA
+def _optimizer(cfg, unet):
+    if cfg.distributed_optimizer:  # as train.run on CUDA (at every world size)
         from torch.distributed.optim import ZeroRedundancyOptimizer
 
         return ZeroRedundancyOptimizer(
@@ -39,11 +39,13 @@ def _rank(cfg, layout, rank: int):
     with torch.device("meta"):
         unet = M.build_unet(cfg)
     with meta.fake_world(layout.world_size, rank=rank):
-        opt = _optimizer(cfg, unet, layout.world_size)
+        opt = _optimizer(cfg, unet)
         inner = getattr(opt, "optim", opt)  # ZeroRedundancyOptimizer: this rank's AdamW
         meta.first_step(inner, [p for g in inner.param_groups for p in g["params"]])
         if hasattr(opt, "_partition_parameters"):  # ZeRO's assignment of parameters to ranks
-            per_rank = [sum(p.numel() for g in groups for p in g["params"]) for groups in opt._partition_parameters()]
+            per_rank = [
+                sum(p.numel() for g in groups for p in g["params"]) for groups in opt._partition_parameters()
+            ]
         else:
             per_rank = [sum(p.numel() for p in unet.parameters())] * layout.world_size
     return unet, inner, per_rank
@@ -56,18 +58,16 @@ def count(cfg, layout) -> dict:
         unet, opt, per_rank = _rank(cfg, layout, busiest)
     params = list(unet.parameters())
     n = sum(p.numel() for p in params)
-    rank = meta.rank_parts(
-        parameters=n,
-        weights=meta.nbytes(params),
-        gradients=meta.nbytes(params),  # param.grad: fp32, one per parameter
-        optimizer=meta.state_bytes(opt),
-        optimizer_parameters=per_rank[busiest],
-        largest_tensor=max(p.numel() for p in params),
-        dtypes=sorted({str(p.dtype) for p in params}),
+    rank = meta.replica_parts(
+        params, opt, optimizer_parameters=per_rank[busiest], largest_tensor=max(p.numel() for p in params)
     )
     return {
         "parameters_total": n,
         "parameters_trainable": sum(p.numel() for p in params if p.requires_grad),
         "rank": dict(rank, rank=busiest),
-        "optimizer_parameters_per_rank": {"max": max(per_rank), "min": min(per_rank), "mean": n / len(per_rank)},
+        "optimizer_parameters_per_rank": {
+            "max": max(per_rank),
+            "min": min(per_rank),
+            "mean": n / len(per_rank),
+        },
     }
