@@ -8,15 +8,17 @@ the parameter total and, per stage, the bytes that rank holds: weights (the DDP 
 gradients (the DDP gradient buffers), optimizer (fp32 master copies of bf16 parameters + Adam
 moments, this rank's shard under the distributed optimizer).
 
-What a CPU cannot build, left out because none changes a parameter's shape or dtype:
+What a CPU cannot build, left out because none changes a parameter's shape:
   - Transformer Engine (`fp8`, `tp_comm_overlap`, `cuda_graphs`, its fused LayerNorm+linear spec):
-    not installed on CPU; the local spec holds the same tensors (LayerNorm and linear apart).
+    not installed on CPU; the local spec holds the same tensors (LayerNorm and linear apart), its
+    torch LayerNorms in fp32 where TE's are bf16 (4 x hidden values per layer: +0.01 % bytes).
   - `sequence_parallel`: the local spec's torch LayerNorm refuses it; it splits activations only.
   - gloo process groups: a fake world cannot rendezvous gloo; megatron needs them only to gather the
     distributed optimizer's state on the CPU when it saves a checkpoint.
 The vocabulary is padded to a multiple of 128 x TP, as Megatron-LM pads it (`_vocab_size_with_padding`,
 `--make-vocab-size-divisible-by 128`); `model.build` passes `cfg.vocab_size` (50257) unpadded, which
-megatron refuses at TP > 1 ("50257 is not divisible by 4"): see `UNPADDED_VOCAB_FAILS` in the tests.
+megatron refuses at TP > 1 ("50257 is not divisible by 4"; a strict xfail in
+tests/unit/test_full_shapes.py until model.build pads).
 """
 
 from __future__ import annotations
