@@ -113,7 +113,7 @@ def test_gpt3_every_stage_holds_its_share(built):
 @pytest.mark.xfail(
     strict=True,
     raises=AssertionError,
-    reason="reference_impls/gpt3/model.build passes vocab_size 50257 to GPTModel unpadded; megatron "
+    reason="reference_impls/gpt3/model.py: build() passes vocab_size 50257 to GPTModel unpadded; megatron "
     "needs it divisible by TP (Megatron-LM pads to a multiple of 128 x TP); shapes.py pads meanwhile",
 )
 def test_gpt3_model_build_takes_the_record_layout_as_configured(built):
