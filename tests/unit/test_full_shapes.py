@@ -118,3 +118,42 @@ def test_gpt3_every_stage_holds_its_share(built):
 )
 def test_gpt3_model_build_takes_the_record_layout_as_configured(built):
     assert built["gpt3"][2]["unpadded_build"] is None
+
+
+PLANNER_OFF = {  # (benchmark, part): why the planner's formula misses the rank's real holding
+    ("llama2_70b_lora", "gradients"): "FSDP2 gives each of the first ranks ceil(16 / 64) = 1 row of "
+    "every LoRA A matrix [16, in]; the planner divides the adapters evenly (2.41x less on rank 0)",
+    ("llama2_70b_lora", "optimizer"): "same as gradients: AdamW moments are shaped like the LoRA shards",
+    ("stable_diffusion", "optimizer"): "ZeroRedundancyOptimizer assigns whole tensors; the busiest "
+    "rank holds the largest UNet tensor (29.5 M params) while the planner assumes 866 M / 64 (2.18x less)",
+}
+
+
+@pytest.mark.parametrize(
+    "bench,part",
+    [
+        pytest.param(
+            b, p, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=PLANNER_OFF[b, p])
+        )
+        if (b, p) in PLANNER_OFF
+        else (b, p)
+        for b in RECORD
+        for p in PARTS
+    ],
+)
+def test_planner_bytes_match_the_meta_build(built, bench, part):
+    from harness.planner import params
+
+    plan, cfg, c = built[bench]
+    planned = params.rank_bytes(bench, cfg, plan.layout, "cuda")[part]
+    assert planned == pytest.approx(c["rank"][part], rel=0.02), (bench, part, planned, c["rank"][part])
+
+
+@pytest.mark.parametrize("bench", list(RECORD))
+def test_planner_parameter_totals_match_the_meta_build(built, bench):
+    from harness.planner import params
+
+    _, cfg, c = built[bench]
+    got = params.parameters(bench, cfg)
+    assert got["total"] == pytest.approx(c["parameters_total"], rel=1e-4)  # gpt3: vocabulary padding
+    assert got["trainable"] == pytest.approx(c["parameters_trainable"], rel=1e-4)
