@@ -1,0 +1,80 @@
+"""Full-size models without the memory: one rank of a parallel layout, built on the meta device.
+
+A 175B-parameter model does not fit in a CPU runner, but its shapes do: on PyTorch's `meta`
+device a tensor has a shape and a dtype and no storage. `fake_world(world, rank)` makes this one
+process rank `rank` of `world` through torch.distributed's `fake` backend (collectives do nothing;
+all-gathers hand every rank the caller's input), so a benchmark's own parallel code (megatron's
+parallel_state, FSDP2 device meshes, ZeroRedundancyOptimizer) shards exactly as on the cluster.
+The helpers below add up what the rank then holds; reference_impls/<name>/shapes.py use them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from contextlib import contextmanager
+
+import torch
+import torch.distributed as dist
+
+
+@contextmanager
+def fake_world(world_size: int, rank: int = 0):
+    """This process as rank `rank` of `world_size` (no communication, no other processes)."""
+    # torch ships the fake backend but registers its constructor only when this module is imported.
+    import torch.testing._internal.distributed.fake_pg  # noqa: F401
+
+    if dist.is_initialized():
+        raise RuntimeError("fake_world: this process already has a default process group")
+    dist.init_process_group("fake", rank=rank, world_size=world_size, store=dist.HashStore())
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def local(t: torch.Tensor) -> torch.Tensor:
+    """A DTensor's shard on this rank (what the rank holds); any other tensor as it is."""
+    from torch.distributed.tensor import DTensor
+
+    return t.to_local() if isinstance(t, DTensor) else t
+
+
+def numel(tensors: Iterable[torch.Tensor]) -> int:
+    return sum(local(t).numel() for t in tensors)
+
+
+def nbytes(tensors: Iterable[torch.Tensor]) -> int:
+    return sum(local(t).numel() * t.element_size() for t in tensors)
+
+
+def state_bytes(optimizer: torch.optim.Optimizer) -> int:
+    """Bytes of a torch optimizer's per-parameter state on the model's device (meta here): the
+    moments; scalar `step` counters that torch keeps on the CPU are not accelerator memory."""
+    tensors = (v for st in optimizer.state.values() for v in st.values() if torch.is_tensor(v))
+    return nbytes(t for t in tensors if local(t).device.type == "meta")
+
+
+def first_step(optimizer: torch.optim.Optimizer, params: Iterable[torch.Tensor]) -> None:
+    """One step on zero gradients shaped like the parameters (as FSDP/DDP leave them): torch
+    optimizers allocate their state lazily, at the first step."""
+    for p in params:
+        p.grad = torch.zeros_like(p)
+    optimizer.step()
+
+
+def rank_parts(parameters: int, weights: int, gradients: int, optimizer: int, **extra) -> dict:
+    """One rank's holdings: a parameter count and bytes by part (the planner's part names)."""
+    return dict(parameters=parameters, weights=weights, gradients=gradients, optimizer=optimizer, **extra)
+
+
+def replica_parts(params: list[torch.Tensor], optimizer: torch.optim.Optimizer, **extra) -> dict:
+    """A data-parallel replica: the whole model, a `param.grad` like each parameter, and the
+    optimizer's state (stepped already)."""
+    return rank_parts(
+        parameters=numel(params),
+        weights=nbytes(params),
+        gradients=nbytes(params),
+        optimizer=state_bytes(optimizer),
+        dtypes=sorted({str(p.dtype) for p in params}),
+        **extra,
+    )

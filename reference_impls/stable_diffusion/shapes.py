@@ -1,0 +1,73 @@
+"""The SD v2 UNet at full size without the memory: the busiest rank of a layout, on `meta`.
+
+`count(cfg, layout)` builds the UNet with `model.build_unet(cfg)` on the meta device and its
+optimizer as train.run does on GPUs: torch's ZeroRedundancyOptimizer over AdamW when
+`distributed_optimizer` is on (each rank keeps the AdamW state of whole parameters assigned to it,
+the largest first, each to the least-loaded rank), else `model.optimizer` (AdamW on every rank), in
+a fake world of `layout.world_size` ranks (harness/train/meta.py). The optimizer is stepped once on
+meta so its state is really allocated. Weights and gradients are fp32 on every rank (AMP autocasts
+the activations; DDP replicas). Not counted: DDP's reduction buckets, which with
+`gradient_as_bucket_view=False` (train.run's DDP) hold a second gradient-sized fp32 copy
+(torch's DDP cannot be built on meta).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from harness.train import meta
+from reference_impls.stable_diffusion import model as M
+
+
+def _optimizer(cfg, unet):
+    if cfg.distributed_optimizer:  # as train.run on CUDA (at every world size)
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+
+        return ZeroRedundancyOptimizer(
+            unet.parameters(),
+            optimizer_class=torch.optim.AdamW,
+            lr=cfg.opt_base_learning_rate,
+            betas=(cfg.opt_adamw_beta_1, cfg.opt_adamw_beta_2),
+            eps=cfg.opt_adamw_epsilon,
+            weight_decay=cfg.opt_adamw_weight_decay,
+        )
+    return M.optimizer(cfg, unet.parameters())
+
+
+def _rank(cfg, layout, rank: int):
+    """(unet, optimizer, AdamW state bytes) as rank `rank`, plus each rank's optimizer parameters."""
+    with torch.device("meta"):
+        unet = M.build_unet(cfg)
+    with meta.fake_world(layout.world_size, rank=rank):
+        opt = _optimizer(cfg, unet)
+        inner = getattr(opt, "optim", opt)  # ZeroRedundancyOptimizer: this rank's AdamW
+        meta.first_step(inner, [p for g in inner.param_groups for p in g["params"]])
+        if hasattr(opt, "_partition_parameters"):  # ZeRO's assignment of parameters to ranks
+            per_rank = [
+                sum(p.numel() for g in groups for p in g["params"]) for groups in opt._partition_parameters()
+            ]
+        else:
+            per_rank = [sum(p.numel() for p in unet.parameters())] * layout.world_size
+    return unet, inner, per_rank
+
+
+def count(cfg, layout) -> dict:
+    unet, opt, per_rank = _rank(cfg, layout, 0)
+    busiest = max(range(len(per_rank)), key=per_rank.__getitem__)
+    if busiest != 0:
+        unet, opt, per_rank = _rank(cfg, layout, busiest)
+    params = list(unet.parameters())
+    n = sum(p.numel() for p in params)
+    rank = meta.replica_parts(
+        params, opt, optimizer_parameters=per_rank[busiest], largest_tensor=max(p.numel() for p in params)
+    )
+    return {
+        "parameters_total": n,
+        "parameters_trainable": sum(p.numel() for p in params if p.requires_grad),
+        "rank": dict(rank, rank=busiest),
+        "optimizer_parameters_per_rank": {
+            "max": max(per_rank),
+            "min": min(per_rank),
+            "mean": n / len(per_rank),
+        },
+    }
