@@ -21,7 +21,9 @@ What each implementation keeps per rank (reference_impls/<name>/):
   stable_diffusion  diffusers UNet2DConditionModel (SD v2 layout); fp32 weights and gradients
              under AMP, AdamW m and v, split over all ranks by ZeroRedundancyOptimizer when
              `distributed_optimizer` is on.
-Sharded sizes are exact divisions (implementations pad to a multiple of the group: < 0.01 %).
+Sharded sizes follow each sharder's own rule: megatron's buffers are divided over the group (padded
+to a multiple of it: < 0.01 %); FSDP2 splits every tensor on dim 0 (rank 0 holds ceil(dim0 / world)
+rows); ZeroRedundancyOptimizer hands out whole tensors, largest first (`zero_busiest`).
 """
 
 from __future__ import annotations
@@ -90,16 +92,33 @@ def _gpt3_bytes(cfg, lay: dict, device: str) -> dict:
 
 
 # ---- llama2_70b_lora ----------------------------------------------------------------------------
-def llama2_counts(cfg) -> dict:
-    h, f, layers = cfg.hidden_size, cfg.intermediate_size, cfg.num_layers
+def _llama2_layer(cfg) -> list[tuple[int, int, bool]]:
+    """(dim 0, elements per dim-0 row, trainable) of every tensor of one decoder layer."""
+    h, f = cfg.hidden_size, cfg.intermediate_size
     kv = cfg.num_key_value_heads * (h // cfg.num_attention_heads)
-    shapes = {"qkv_proj": (h, h + 2 * kv), "o_proj": (h, h), "gate_proj": (h, f), "up_proj": (h, f)}
-    shapes["down_proj"] = (f, h)
-    layer = sum(i * o for i, o in shapes.values()) + 2 * h  # + input and post-attention RMSNorm
+    linears = {"qkv_proj": (h + 2 * kv, h), "o_proj": (h, h), "gate_proj": (f, h), "up_proj": (f, h)}
+    linears["down_proj"] = (h, f)  # (out, in): nn.Linear keeps weight as [out, in]
     r = cfg.lora_rank
-    lora = sum(r * (i + o) for name, (i, o) in shapes.items() if name in cfg.lora_target_modules)
-    base = layers * layer + 2 * cfg.vocab_size * h + h  # embed_tokens, lm_head (untied), final norm
-    return {"base": base, "lora": layers * lora, "layer": layer}
+    layer = [(o, i, False) for o, i in linears.values()] + [(h, 1, False)] * 2  # + two RMSNorms
+    for name, (o, i) in linears.items():
+        if name in cfg.lora_target_modules:  # peft: lora_A [r, in], lora_B [out, r]
+            layer += [(r, i, True), (o, r, True)]
+    return layer
+
+
+def llama2_tensors(cfg) -> list[tuple[int, int, bool]]:
+    """Every tensor of the model: embed_tokens, the decoder layers, the final norm, lm_head (untied)."""
+    v, h = cfg.vocab_size, cfg.hidden_size
+    return [(v, h, False)] + _llama2_layer(cfg) * cfg.num_layers + [(h, 1, False), (v, h, False)]
+
+
+def llama2_counts(cfg) -> dict:
+    """Parameters: the frozen base, the LoRA adapters, and one decoder layer's base (FSDP gathers it)."""
+    tensors = llama2_tensors(cfg)
+    base = sum(d0 * rest for d0, rest, trainable in tensors if not trainable)
+    lora = sum(d0 * rest for d0, rest, trainable in tensors if trainable)
+    layer = sum(d0 * rest for d0, rest, trainable in _llama2_layer(cfg) if not trainable)
+    return {"base": base, "lora": lora, "layer": layer}
 
 
 def _llama2_bytes(cfg, lay: dict, device: str) -> dict:
@@ -107,11 +126,16 @@ def _llama2_bytes(cfg, lay: dict, device: str) -> dict:
     world = lay["dp"] * lay["cp"]
     shard = world if (cfg.fsdp and world > 1) else 1
     base_b = BF16 if cfg.precision == "bf16" else FP32
+    # FSDP2 splits every tensor on dim 0 in chunks of ceil(dim0 / world): rank 0 holds the
+    # largest share, a whole row of each LoRA A matrix [16, in] even when world > 16.
+    held = [(-(-d0 // shard) * rest, t) for d0, rest, t in llama2_tensors(cfg)]
+    base = sum(k for k, t in held if not t)
+    lora = sum(k for k, t in held if t)
     out = {
-        "parameters_rank": (n["base"] + n["lora"]) / shard,
-        "weights": (n["base"] * base_b + n["lora"] * FP32) / shard,
-        "gradients": n["lora"] * FP32 / shard,
-        "optimizer": n["lora"] * 2 * FP32 / shard,
+        "parameters_rank": base + lora,
+        "weights": base * base_b + lora * FP32,
+        "gradients": lora * FP32,
+        "optimizer": lora * 2 * FP32,
     }
     if shard > 1:  # FSDP2: the running layer and the prefetched next one, unsharded
         out["fsdp_gathered"] = 2 * n["layer"] * base_b
@@ -154,54 +178,71 @@ def _gnn_bytes(cfg, lay: dict, device: str) -> dict:
 
 
 # ---- stable_diffusion ------------------------------------------------------------------------------
-def _resnet(c_in: int, c_out: int, temb: int) -> int:
-    n = 2 * c_in + c_in * c_out * 9 + c_out + temb * c_out + c_out + 2 * c_out + c_out * c_out * 9 + c_out
-    return n + (c_in * c_out + c_out if c_in != c_out else 0)
+def _resnet(c_in: int, c_out: int, temb: int) -> list[int]:
+    """ResnetBlock2D: norm1, conv1 (3x3), time_emb_proj, norm2, conv2 (3x3), 1x1 shortcut if needed."""
+    out = [c_in, c_in, c_in * c_out * 9, c_out, temb * c_out, c_out, c_out, c_out, c_out * c_out * 9, c_out]
+    return out + ([c_in * c_out, c_out] if c_in != c_out else [])
 
 
-def _transformer(c: int, cross: int) -> int:
-    attn1 = 3 * c * c + c * c + c
-    attn2 = c * c + 2 * cross * c + c * c + c
-    ff = c * 8 * c + 8 * c + 4 * c * c + c  # GEGLU projection to 2 x 4c, then 4c -> c
-    block = 3 * 2 * c + attn1 + attn2 + ff
-    return 2 * c + (c * c + c) + block + (c * c + c)  # GroupNorm, proj_in, block, proj_out
+def _transformer(c: int, cross: int) -> list[int]:
+    """Transformer2DModel with linear projections: GroupNorm, proj_in, one block, proj_out."""
+    attn1 = [c * c] * 3 + [c * c, c]  # q, k, v without bias; out with bias
+    attn2 = [c * c, cross * c, cross * c, c * c, c]
+    ff = [8 * c * c, 8 * c, 4 * c * c, c]  # GEGLU projection to 2 x 4c, then 4c -> c
+    block = [c] * 6 + attn1 + attn2 + ff  # three LayerNorms
+    return [c, c, c * c, c] + block + [c * c, c]
 
 
-def unet_count(cfg) -> int:
+def unet_tensors(cfg) -> list[int]:
+    """Element counts of every UNet tensor (diffusers UNet2DConditionModel, SD v2 layout)."""
     ch = list(cfg.unet_block_out_channels)
     temb, cross, lpb, n = 4 * ch[0], cfg.cross_attention_dim, cfg.unet_layers_per_block, len(ch)
-    total = ch[0] * temb + temb + temb * temb + temb  # time embedding MLP
-    total += cfg.latent_channels * ch[0] * 9 + ch[0]  # conv_in
+    out = [ch[0] * temb, temb, temb * temb, temb]  # time embedding MLP
+    out += [cfg.latent_channels * ch[0] * 9, ch[0]]  # conv_in
     prev = ch[0]
     for i, c in enumerate(ch):  # down: cross-attention on every level but the last
         for j in range(lpb):
-            total += _resnet(prev if j == 0 else c, c, temb)
-            total += _transformer(c, cross) if i < n - 1 else 0
-        total += c * c * 9 + c if i < n - 1 else 0  # downsampler
+            out += _resnet(prev if j == 0 else c, c, temb)
+            out += _transformer(c, cross) if i < n - 1 else []
+        out += [c * c * 9, c] if i < n - 1 else []  # downsampler
         prev = c
-    total += 2 * _resnet(ch[-1], ch[-1], temb) + _transformer(ch[-1], cross)  # mid block
+    out += _resnet(ch[-1], ch[-1], temb) + _transformer(ch[-1], cross) + _resnet(ch[-1], ch[-1], temb)
     rev = ch[::-1]
     prev = rev[0]
     for i, c in enumerate(rev):  # up: lpb + 1 ResNets on the skip-concatenated input
         skip_in = rev[min(i + 1, n - 1)]
         for j in range(lpb + 1):
             res_in = prev if j == 0 else c
-            total += _resnet(res_in + (skip_in if j == lpb else c), c, temb)
-            total += _transformer(c, cross) if i > 0 else 0
-        total += c * c * 9 + c if i < n - 1 else 0  # upsampler
+            out += _resnet(res_in + (skip_in if j == lpb else c), c, temb)
+            out += _transformer(c, cross) if i > 0 else []
+        out += [c * c * 9, c] if i < n - 1 else []  # upsampler
         prev = c
-    return total + 2 * ch[0] + ch[0] * cfg.latent_channels * 9 + cfg.latent_channels  # norm, conv_out
+    return out + [ch[0], ch[0], ch[0] * cfg.latent_channels * 9, cfg.latent_channels]  # norm, conv_out
+
+
+def unet_count(cfg) -> int:
+    return sum(unet_tensors(cfg))
+
+
+def zero_busiest(sizes: list[int], world: int) -> int:
+    """Elements on the busiest rank under ZeroRedundancyOptimizer: whole tensors, largest first,
+    each to the rank holding the fewest so far (torch's `_partition_parameters`)."""
+    ranks = [0] * world
+    for n in sorted(sizes, reverse=True):
+        ranks[ranks.index(min(ranks))] += n
+    return max(ranks)
 
 
 def _sd_bytes(cfg, lay: dict, device: str) -> dict:
-    n = unet_count(cfg)
+    sizes = unet_tensors(cfg)
+    n = sum(sizes)
     world = lay["dp"] * lay["cp"] * lay["tp"] * lay["pp"]
-    shard = world if (cfg.distributed_optimizer and world > 1) else 1
+    held = zero_busiest(sizes, world) if (cfg.distributed_optimizer and world > 1) else n
     return {
         "parameters_rank": n,
         "weights": n * FP32,
         "gradients": n * FP32,
-        "optimizer": n * 2 * FP32 / shard,
+        "optimizer": held * 2 * FP32,
     }
 
 

@@ -120,13 +120,7 @@ def test_gpt3_model_build_takes_the_record_layout_as_configured(built):
     assert built["gpt3"][2]["unpadded_build"] is None
 
 
-PLANNER_OFF = {  # (benchmark, part): why the planner's formula misses the rank's real holding
-    ("llama2_70b_lora", "gradients"): "FSDP2 gives each of the first ranks ceil(16 / 64) = 1 row of "
-    "every LoRA A matrix [16, in]; the planner divides the adapters evenly (2.41x less on rank 0)",
-    ("llama2_70b_lora", "optimizer"): "same as gradients: AdamW moments are shaped like the LoRA shards",
-    ("stable_diffusion", "optimizer"): "ZeroRedundancyOptimizer assigns whole tensors; the busiest "
-    "rank holds the largest UNet tensor (29.5 M params) while the planner assumes 866 M / 64 (2.18x less)",
-}
+PLANNER_OFF: dict = {}  # (benchmark, part): why the planner's formula misses the rank's real holding
 
 
 @pytest.mark.parametrize(
