@@ -77,6 +77,7 @@ def plan(bench, run_dirs, system_name, system_json, stack, size, sets, nproc_per
     held-out error the JSON reports comes from python bench/bench_planner_accuracy.py.
     """
     from harness import planner
+    from harness.commands import plan_show
     from harness.planner import report, selfcal, stacks
 
     if bool(system_name) == bool(system_json):
@@ -94,7 +95,7 @@ def plan(bench, run_dirs, system_name, system_json, stack, size, sets, nproc_per
     st = stacks.parse(stack) if stack else stacks.recognise(hw)
     if calibrate:
         doc = selfcal.calibrate(bench, system_name, hw, list(run_dirs), out_file)
-        _emit(doc, as_json, selfcal.render)
+        _emit(doc, as_json, plan_show.render_calibration)
         return 0
     user = selfcal.load(hw.name, cal_file) if st.name == "mlperf-harness" else None
     if not run_mode and hw.kind == "cpu":
@@ -118,7 +119,7 @@ def plan(bench, run_dirs, system_name, system_json, stack, size, sets, nproc_per
     if as_json:
         sys.stdout.write(json.dumps(doc, indent=1) + "\n")
         return 0
-    report.render(result, doc, top)
+    plan_show.render(result, doc, top)
     if explain:
         for t in doc["explain"]:
             click.echo(f"  {t['term']:>20s} = {t['value']:.6g}   {t['formula']}")

@@ -274,17 +274,3 @@ def _atomic_write(path: Path, text: str) -> None:
         atomic_write(path, text)
     except OSError as e:
         raise ConfigError(f"{path}: cannot write ({e.strerror})") from None
-
-
-def render(doc: dict) -> None:
-    import click
-
-    click.echo(
-        f"calibrated stack mlperf-harness for system {doc['system']} on {len(doc['runs'])} run(s): {doc['path']}"
-    )
-    for r in doc["runs"]:
-        m, f = r["measured"], r["fitted"]
-        ev = f" eval {m['eval_s']:.3f} s (fit {f['eval_s']:.3f})" if m["eval_s"] else ""
-        click.echo(f"  {r['layout']}: step {m['step_s']:.4f} s (fit {f['step_s']:.4f}){ev}")
-    for key, v in doc["constants"].items():
-        click.echo(f"  {key}: {v}")

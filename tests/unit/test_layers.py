@@ -167,3 +167,19 @@ def test_the_contract_catches_a_wrong_way_import_and_a_circle(tmp_path):
     assert any("harness.review.score (review) -> harness.run.execute (run)" in b for b in bad)
     assert any("harness.core.errors (core) -> harness.resolve.systems (resolve)" in b for b in bad)
     assert cycles(g) == [["harness.core.errors", "harness.resolve.systems"]]
+
+
+def test_only_the_commands_print():
+    """Outside harness/commands/ (and the in-rank library, whose output goes to the run's log
+    files), nothing writes to the terminal: no print, click.echo or rich Console."""
+    found = []
+    for mod, path in modules(REPO).items():
+        if not mod.startswith("harness.") or layer(mod) in ("commands", "train"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                f = node.func
+                name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+                if name in ("print", "echo", "secho", "Console"):
+                    found.append(f"{mod}:{node.lineno} {name}")
+    assert found == []

@@ -1,0 +1,123 @@
+"""`mlperf plan` on a terminal: the planner's JSON document drawn as rich tables and lines (the
+planner itself never prints)."""
+
+from __future__ import annotations
+
+import sys
+
+
+def render(plan, doc: dict, top: int) -> None:
+    """The layout table and what the planner says about it (the `--json` document, drawn)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+    hw = doc["hardware"]
+    title = (
+        f"mlperf plan {plan.bench} on {doc['system']}: {hw['nodes']} x {hw['accelerators_per_node']} "
+        f"{hw['accelerator']} ({hw['world']} accelerators, {hw['memory_gib']:.0f} GiB each)"
+    )
+    table = Table(title=title, title_justify="left")
+    cols = [
+        "#",
+        "TP",
+        "PP",
+        "VP",
+        "CP",
+        "DP",
+        "MBS",
+        "GA",
+        "GBS",
+        "recompute",
+        "mem GiB",
+        "compute s",
+        "TP/CP s",
+        "bubble s",
+        "DP exp. s",
+        "other s",
+        "eval s",
+        "step s",
+        "samples",
+        "minutes",
+    ]
+    for col in cols:
+        table.add_column(col, justify="right" if col not in ("recompute",) else "left")
+    for i, o in enumerate(doc["options"], 1):
+        lay, b = o["layout"], o["step_breakdown_s"]
+        table.add_row(
+            str(i),
+            str(lay["tp"]),
+            str(lay["pp"]),
+            str(lay["vp"]),
+            str(lay["cp"]),
+            str(lay["dp"]),
+            str(lay["mbs"]),
+            str(lay["ga"]),
+            str(lay["gbs"]),
+            lay["recompute"],
+            f"{o['memory_total_gib']:.1f}",
+            f"{b['compute']:.3f}",
+            f"{b['tp']:.3f}",
+            f"{b['pp_bubble']:.3f}",
+            f"{b['dp_exposed']:.3f}",
+            f"{b['overhead'] + b.get('gather', 0.0) + b.get('fsdp', 0.0):.3f}",
+            f"{b['eval']:.3f}",
+            f"{o['step_s']:.3f}",
+            f"{o['samples_to_converge']:,.0f}",
+            f"[bold]{o['predicted_min']:.2f}[/]",
+        )
+    console.print(table)
+    console.print(
+        "per step: compute, TP/CP collectives, pipeline bubble + sends, exposed DP traffic, other "
+        "(fixed overheads; + FSDP gathers; gnn: + feature gathering), evaluation; samples to converge "
+        "from the RCPs (tiny: data/tiny.yaml or your calibration); `--explain` shows every term",
+        markup=False,
+        style="dim",
+    )
+    best = doc["best"]
+    mem = ", ".join(f"{k} {v:.1f}" for k, v in best["memory_gib"].items())
+    console.print(
+        f"best: predicted {best['predicted_min']:.2f} min; memory per accelerator (GiB): {mem}", markup=False
+    )
+    console.print(
+        "config overrides: " + " ".join(f"{k}={v}" for k, v in best["overrides"].items()), markup=False
+    )
+    if doc["rejected"]:
+        rej = "; ".join(f"{n} x {r}" for r, n in sorted(doc["rejected"].items(), key=lambda x: -x[1]))
+        console.print(
+            f"dropped {sum(doc['rejected'].values())} of {doc['candidates_considered']} candidates: {rej}",
+            markup=False,
+            style="dim",
+        )
+    st = doc["stack"]
+    console.print(
+        f"stack: {st['name']}{'@' + st['version'] if st['version'] else ''} ({st['recognised_from']}); "
+        f"efficiency constants of {st['constants_from']} (factor {st['efficiency_factor']})",
+        markup=False,
+    )
+    acc = (doc["accuracy"].get("held_out") or {}).get("leave_one_system_out")
+    if acc and acc.get(plan.bench):
+        a = acc[plan.bench]
+        console.print(
+            f"held-out error on published {plan.bench} results (leave one system out): median "
+            f"{a['median_ape']:.1f} %, p90 {a['p90_ape']:.1f} % over {a['rows']} rows",
+            markup=False,
+            style="dim",
+        )
+    for a in doc["notes"]:
+        console.print(f"note: {a}", markup=False, style="yellow")
+
+
+def render_calibration(doc: dict) -> None:
+    """What `mlperf plan --calibrate` fitted, run by run."""
+    import click
+
+    click.echo(
+        f"calibrated stack mlperf-harness for system {doc['system']} on {len(doc['runs'])} run(s): {doc['path']}"
+    )
+    for r in doc["runs"]:
+        m, f = r["measured"], r["fitted"]
+        ev = f" eval {m['eval_s']:.3f} s (fit {f['eval_s']:.3f})" if m["eval_s"] else ""
+        click.echo(f"  {r['layout']}: step {m['step_s']:.4f} s (fit {f['step_s']:.4f}){ev}")
+    for key, v in doc["constants"].items():
+        click.echo(f"  {key}: {v}")
