@@ -110,16 +110,11 @@ class Checkpointer:
         self._barrier = barrier or (lambda: None)
 
     def save(
-        self,
-        step: int,
-        state: dict,
-        meta: dict | None = None,
-        rank_meta: dict | None = None,
-        write: Callable[[Path], None] | None = None,
+        self, step: int, state: dict, meta: dict | None = None, rank_meta: dict | None = None, write=None
     ) -> Path:
         """Write this rank's `state` (tensors/containers) for `step`. `meta` (rank 0's, JSON) is
         the run-wide scalars (data position, LR-scheduler numbers, log offset); `rank_meta` is
-        this rank's JSON scalars. `write(folder)`, when given, is a sharded writer every rank
+        this rank's JSON scalars. `write(folder: Path)`, when given, is a sharded writer every rank
         calls with the same empty folder `step_N/sharded/` (megatron-core dist_checkpointing,
         torch.distributed.checkpoint); its files are hashed and verified like the rank files.
         A collective: every rank must call it. Returns the folder."""

@@ -41,6 +41,14 @@ class Runtime:
     def is_rank0(self) -> bool:
         return self.rank == 0
 
+    def hyperparameters(self, *fields: str) -> dict:
+        """The hyperparameters `log.header` logs: global_batch_size, the layout's
+        gradient_accumulation_steps, then the typed config's `fields` under their own names (the
+        configs use the rules' vocabulary)."""
+        logged = {"global_batch_size": self.cfg.global_batch_size}
+        logged["gradient_accumulation_steps"] = self.plan.layout.grad_accum
+        return logged | {f: getattr(self.cfg, f) for f in fields}
+
     def should_stop(self, step: int = 0, every_on_gpu: int = 20) -> bool:
         """The stop decision, agreed by every rank: a signal reaches ranks at slightly different
         times, and a rank that stops alone leaves the others blocked in a collective (or failing

@@ -5,7 +5,7 @@
         timings.row(step, time.perf_counter() - t0, wait, samples=gbs)
         timings.set_loss(loss)                         # at an eval point: the newest row's loss
 
-The columns are harness/core/runfolder.TIMINGS_COLUMNS (`mlperf diagnose` and the planner's
+The columns are TIMINGS_COLUMNS of harness/core/runfolder.py (`mlperf diagnose` and the planner's
 calibration read them with `read_timings`). Rows are kept in memory and written in one `write` of
 whole lines at `flush()` (the loops call it at eval points), every `flush_every_s` seconds and at
 `close()`: no per-step file I/O, no host-device sync (the loss is a float the loop already read),

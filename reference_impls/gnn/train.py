@@ -73,29 +73,12 @@ def run(rt) -> tuple[bool, dict]:
     target = plan.target["eval_accuracy"]
     torch.manual_seed(plan.seed + cfg.seed_offset)
 
-    rt.log.header(
-        plan,
-        {
-            "global_batch_size": cfg.global_batch_size,
-            "gradient_accumulation_steps": lay.grad_accum,
-            "opt_name": cfg.opt_name,
-            "opt_base_learning_rate": cfg.opt_base_learning_rate,
-        },
-    )
+    rt.log.header(plan, rt.hyperparameters("opt_name", "opt_base_learning_rate"))
     # Both follow from the config's split arithmetic (checked against the files after run_start).
     rt.log.event("train_samples", cfg.num_train_seeds)
     rt.log.event("eval_samples", cfg.num_val_seeds)
 
-    etypes = data.edge_types(cfg.num_nodes)
-    model = RGAT(
-        etypes,
-        cfg.in_channels,
-        cfg.hidden_channels,
-        cfg.num_classes,
-        cfg.num_layers,
-        cfg.num_heads,
-        cfg.dropout,
-    ).to(device)
+    model = RGAT.from_config(cfg).to(device)
     ddp = rt.world_size > 1
     if ddp:
         model = torch.nn.parallel.DistributedDataParallel(model)

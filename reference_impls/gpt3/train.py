@@ -171,24 +171,22 @@ def data_rank(layout) -> int:
     return ps.get_data_parallel_rank() if layout.dp > 1 else 0
 
 
-def hyperparameters(cfg, layout) -> dict:
-    return {
-        "global_batch_size": cfg.global_batch_size,
-        "gradient_accumulation_steps": layout.grad_accum,
-        "max_sequence_length": cfg.max_sequence_length,
-        "opt_name": cfg.opt_name,
-        "opt_base_learning_rate": cfg.opt_base_learning_rate,
-        "opt_end_learning_rate": cfg.opt_end_learning_rate,
-        "opt_learning_rate_decay_steps": cfg.opt_learning_rate_decay_steps,
-        "opt_learning_rate_warmup_steps": cfg.opt_learning_rate_warmup_steps,
-        "opt_learning_rate_decay_schedule": cfg.opt_learning_rate_decay_schedule,
-        "opt_adam_beta_1": cfg.opt_adam_beta_1,
-        "opt_adam_beta_2": cfg.opt_adam_beta_2,
-        "opt_adam_epsilon": cfg.opt_adam_epsilon,
-        "opt_weight_decay": cfg.opt_weight_decay,
-        "opt_gradient_clip_norm": cfg.opt_gradient_clip_norm,
-        "init_checkpoint_step": cfg.init_checkpoint_step,
-    }
+# What the log header lists after global_batch_size and gradient_accumulation_steps (rt.hyperparameters).
+HYPERPARAMETERS = (
+    "max_sequence_length",
+    "opt_name",
+    "opt_base_learning_rate",
+    "opt_end_learning_rate",
+    "opt_learning_rate_decay_steps",
+    "opt_learning_rate_warmup_steps",
+    "opt_learning_rate_decay_schedule",
+    "opt_adam_beta_1",
+    "opt_adam_beta_2",
+    "opt_adam_epsilon",
+    "opt_weight_decay",
+    "opt_gradient_clip_norm",
+    "init_checkpoint_step",
+)
 
 
 def run(rt) -> bool:
@@ -196,7 +194,7 @@ def run(rt) -> bool:
     plan, log = rt.plan, rt.log
     cfg, layout = rt.cfg, plan.layout
     target = plan.target["log_perplexity"]
-    log.header(plan, hyperparameters(cfg, layout))
+    log.header(plan, rt.hyperparameters(*HYPERPARAMETERS))
     log.event("train_samples", cfg.train_samples_cap)
     data_dir = Path(plan.data_dir)
     if plan.size == "tiny" and not manifest.is_prepared(plan):
@@ -205,18 +203,9 @@ def run(rt) -> bool:
         raise ConfigError(
             f"{data_dir}: tiny GPT-3 data is not prepared; run `mlperf prepare gpt3 --size tiny`"
         )
-    init_parallel(layout, plan.seed)
-    model, optimizer, scheduler, tcfg = gmodel.build(cfg, layout, rt.device)
-    if plan.size == "tiny":
-        state = torch.load(data_dir / manifest.CHECKPOINT, map_location="cpu", weights_only=True)
-        gmodel.load_tiny_state(model, optimizer, state)
-    else:
-        gmodel.load_full_checkpoint(model, optimizer, str(data_dir / manifest.FULL_CHECKPOINT_DIR))
+    model, optimizer, scheduler, tcfg = start_model(rt)
     gmodel.set_schedule_step(scheduler, cfg.init_checkpoint_step)
-    # megatron's index cache: rank 0 builds it, the others read it (a barrier in the builder).
-    # Tiny: per run; full: beside the data, shared by every run (building it takes minutes).
-    cache = Path(plan.run_dir) / "index_cache" if plan.size == "tiny" else data_dir / "index_cache"
-    train, valid = data.build_datasets(data_dir, cfg, plan.size, plan.seed + cfg.seed_offset, cache_dir=cache)
+    train, valid = datasets(rt)
     log.event("eval_samples", cfg.eval_samples)
     stepper = Stepper(model, optimizer, scheduler, tcfg, cfg, layout, rt.device)
     ck = RunCheckpointer(rt, cfg.checkpoint_interval_steps)
@@ -275,6 +264,29 @@ def run(rt) -> bool:
         timings.close()
         _teardown()
     return reached
+
+
+def start_model(rt):
+    """Model-parallel groups, then the model, optimizer and LR schedule loaded from the starting
+    checkpoint (tiny: the prepared state; full: the reference's checkpoint); also the LR sweep's."""
+    plan, data_dir = rt.plan, Path(rt.plan.data_dir)
+    init_parallel(plan.layout, plan.seed)
+    model, optimizer, scheduler, tcfg = gmodel.build(rt.cfg, plan.layout, rt.device)
+    if plan.size == "tiny":
+        state = torch.load(data_dir / manifest.CHECKPOINT, map_location="cpu", weights_only=True)
+        gmodel.load_tiny_state(model, optimizer, state)
+    else:
+        gmodel.load_full_checkpoint(model, optimizer, str(data_dir / manifest.FULL_CHECKPOINT_DIR))
+    return model, optimizer, scheduler, tcfg
+
+
+def datasets(rt):
+    """(train, valid) of the plan's data. megatron's index cache: rank 0 builds it, the others read
+    it (a barrier in the builder); tiny: per run, full: beside the data, shared by every run
+    (building it takes minutes)."""
+    plan, cfg, data_dir = rt.plan, rt.cfg, Path(rt.plan.data_dir)
+    cache = Path(plan.run_dir) / "index_cache" if plan.size == "tiny" else data_dir / "index_cache"
+    return data.build_datasets(data_dir, cfg, plan.size, plan.seed + cfg.seed_offset, cache_dir=cache)
 
 
 # ---- resumable run checkpoints (harness/train/run_checkpoint.py; `mlperf run --resume`) -----------

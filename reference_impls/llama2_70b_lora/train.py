@@ -24,21 +24,17 @@ from harness.train.timings import Timings
 from reference_impls.llama2_70b_lora import data
 from reference_impls.llama2_70b_lora import model as M
 
-
-def hyperparameters(cfg, layout) -> dict:
-    """The logged hyperparameters, in closed_llama2_70b_lora.yaml's vocabulary."""
-    return {
-        "global_batch_size": cfg.global_batch_size,
-        "gradient_accumulation_steps": layout.grad_accum,
-        "opt_base_learning_rate": cfg.opt_base_learning_rate,
-        "opt_learning_rate_warmup_factor": cfg.opt_learning_rate_warmup_factor,
-        "opt_learning_rate_training_steps": cfg.opt_learning_rate_training_steps,
-        "opt_gradient_clip_norm": cfg.opt_gradient_clip_norm,
-        "opt_adamw_weight_decay": cfg.opt_adamw_weight_decay,
-        "lora_rank": cfg.lora_rank,
-        "lora_alpha": cfg.lora_alpha,
-        "max_sequence_length": cfg.max_sequence_length,
-    }
+# What the log header lists after global_batch_size and gradient_accumulation_steps (rt.hyperparameters).
+HYPERPARAMETERS = (
+    "opt_base_learning_rate",
+    "opt_learning_rate_warmup_factor",
+    "opt_learning_rate_training_steps",
+    "opt_gradient_clip_norm",
+    "opt_adamw_weight_decay",
+    "lora_rank",
+    "lora_alpha",
+    "max_sequence_length",
+)
 
 
 class Mesh:
@@ -115,19 +111,9 @@ def _cp_context(ids, labels, pos, cp_mesh):
     )
 
 
-def train_loss_sum(model, ids, labels, cp_mesh):
-    """(sum of answer-token CE, answer-token count) over a micro-batch; labels already shifted."""
-    pos = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
-    with _cp_context(ids, labels, pos, cp_mesh):
-        logits = model(input_ids=ids, position_ids=pos).logits
-        s = F.cross_entropy(
-            logits.float().flatten(0, 1), labels.flatten(), ignore_index=data.IGNORE, reduction="sum"
-        )
-        return s, (labels != data.IGNORE).sum()
-
-
 def token_losses(model, ids, labels, cp_mesh):
-    """Per-sequence (sum of answer-token CE, answer-token count); labels already shifted."""
+    """Per-sequence (sum of answer-token CE, answer-token count) over this rank's tokens; labels
+    already shifted. Training sums both over the micro-batch, evaluation weighs each sequence."""
     pos = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
     with _cp_context(ids, labels, pos, cp_mesh):
         logits = model(input_ids=ids, position_ids=pos).logits
@@ -178,7 +164,7 @@ def run(rt) -> bool:
     plan, log = rt.plan, rt.log
     cfg = rt.cfg
     layout = plan.layout
-    log.header(plan, hyperparameters(cfg, layout))
+    log.header(plan, rt.hyperparameters(*HYPERPARAMETERS))
     device = torch.device(rt.device)
     mesh = Mesh(rt, layout.cp)
     train_file, eval_file = data.dataset_files(Path(plan.data_dir), cfg)
@@ -230,7 +216,7 @@ def run(rt) -> bool:
             t_data = time.perf_counter() - t0
             loss_sum = torch.zeros((), device=device)
             for ids, labels in batches:
-                s, n = train_loss_sum(model, ids, labels, mesh.cp_mesh)
+                s, n = (x.sum() for x in token_losses(model, ids, labels, mesh.cp_mesh))
                 if mesh.cp_mesh is not None:
                     # Local token sum over the whole sequence's count, x CP: FSDP averages gradients
                     # over all DP x CP ranks, and the CP shards of a sequence must add up, not average.

@@ -33,19 +33,16 @@ from harness.train.run_checkpoint import RunCheckpointer
 from harness.train.timings import Timings
 from reference_impls.stable_diffusion import data, metrics, model
 
-
-def _hyperparameters(plan, cfg) -> dict:
-    return {
-        "global_batch_size": cfg.global_batch_size,
-        "gradient_accumulation_steps": plan.layout.grad_accum,
-        "opt_name": cfg.opt_name,
-        "opt_adamw_beta_1": cfg.opt_adamw_beta_1,
-        "opt_adamw_beta_2": cfg.opt_adamw_beta_2,
-        "opt_adamw_epsilon": cfg.opt_adamw_epsilon,
-        "opt_adamw_weight_decay": cfg.opt_adamw_weight_decay,
-        "opt_base_learning_rate": cfg.opt_base_learning_rate,
-        "opt_learning_rate_warmup_steps": cfg.opt_learning_rate_warmup_steps,
-    }
+# What the log header lists after global_batch_size and gradient_accumulation_steps (rt.hyperparameters).
+HYPERPARAMETERS = (
+    "opt_name",
+    "opt_adamw_beta_1",
+    "opt_adamw_beta_2",
+    "opt_adamw_epsilon",
+    "opt_adamw_weight_decay",
+    "opt_base_learning_rate",
+    "opt_learning_rate_warmup_steps",
+)
 
 
 class Evaluator:
@@ -105,7 +102,7 @@ def run(rt) -> tuple[bool, dict | None]:
     plan = rt.plan
     cfg = rt.cfg
     dev, log = rt.device, rt.log
-    log.header(plan, _hyperparameters(plan, cfg))
+    log.header(plan, rt.hyperparameters(*HYPERPARAMETERS))
     log.event("train_samples", cfg.train_samples)
     log.event("eval_samples", cfg.eval_samples)
 
