@@ -152,9 +152,11 @@ def run(rt) -> tuple[bool, dict]:
                 timings.row(step, dt, wait, samples=cfg.global_batch_size, loss=train_loss)
                 if success or stop or step >= max_steps:
                     break
-                if k is not None and ck.due(step):
-                    meta = {"epoch": epoch, "next_step_in_epoch": s + 1, "epoch_num": progress}
-                    ck.save(step, _state(model, opt, gen, epoch_order), meta)
+                if k is not None:
+                    timings.flush()
+                    if ck.due(step):
+                        meta = {"epoch": epoch, "next_step_in_epoch": s + 1, "epoch_num": progress}
+                        ck.save(step, _state(model, opt, gen, epoch_order), meta)
             first_s = 0
             if success or stop or step >= max_steps:
                 rt.log.end("epoch_stop", metadata={"epoch_num": progress})

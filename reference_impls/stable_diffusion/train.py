@@ -246,11 +246,7 @@ def run(rt) -> tuple[bool, dict | None]:
             if samples >= cfg.train_samples_cap or rt.should_stop(step, every_on_gpu=1):
                 break
             if ck.due(step):
-                meta = {"samples": samples, "points": points, "paused_ms": int(paused)}
-                meta.update(
-                    passed=list(passed) if passed else None, scaler=scaler.state_dict() if scaler else None
-                )
-                ck.save(step, _state(unet, opt, gen), meta)
+                ck.save(step, _state(unet, opt, gen), _counters(samples, points, paused, passed, scaler))
             log.start("block_start", "training_step", {"samples_count": samples}, time_ms=clock())
     finally:
         timings.close()
@@ -280,6 +276,17 @@ def _state(unet, opt, gen) -> dict:
         "unet": unet.state_dict(),
         "optimizer": _local_opt(opt).state_dict(),
         "noise_rng": gen.get_state(),
+    }
+
+
+def _counters(samples, points, paused, passed, scaler) -> dict:
+    """The run-wide part of a checkpoint (JSON, in its manifest)."""
+    return {
+        "samples": samples,
+        "points": points,
+        "paused_ms": int(paused),
+        "passed": list(passed) if passed else None,
+        "scaler": scaler.state_dict() if scaler else None,
     }
 
 
