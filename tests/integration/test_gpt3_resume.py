@@ -25,7 +25,9 @@ def data_dir(tmp_path_factory):
 def _start_tp2_run(results: Path, data_dir: Path, seed: int) -> subprocess.Popen:
     """`mlperf run gpt3` with 2 ranks (TP=2) under torchrun, in the background."""
     argv = mlperf_argv(
-        *one_run_args("gpt3", results, data_dir, seed, "--nproc-per-node", "2", "--set", "tensor_model_parallel_size=2")
+        *one_run_args(
+            "gpt3", results, data_dir, seed, "--nproc-per-node", "2", "--set", "tensor_model_parallel_size=2"
+        )
     )
     return subprocess.Popen(
         argv, cwd=REPO, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
