@@ -122,19 +122,8 @@ def run(rt) -> tuple[bool, dict | None]:
         ddp = torch.nn.parallel.DistributedDataParallel(unet, device_ids=[rt.local_rank] if cuda else None)
     if cuda and cfg.cuda_graphs:
         ddp = torch.compile(ddp, mode="reduce-overhead")  # inductor captures the step in CUDA graphs
-    if cuda and cfg.distributed_optimizer:  # at every world size (the GPU check runs it on one GPU)
-        from torch.distributed.optim import ZeroRedundancyOptimizer
-
-        opt = ZeroRedundancyOptimizer(
-            unet.parameters(),
-            optimizer_class=torch.optim.AdamW,
-            lr=cfg.opt_base_learning_rate,
-            betas=(cfg.opt_adamw_beta_1, cfg.opt_adamw_beta_2),
-            eps=cfg.opt_adamw_epsilon,
-            weight_decay=cfg.opt_adamw_weight_decay,
-        )
-    else:
-        opt = model.optimizer(cfg, unet.parameters())
+    # ZeRO at every world size (the GPU check runs it on one GPU)
+    opt = model.optimizer(cfg, unet.parameters(), sharded=cuda and cfg.distributed_optimizer)
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(cfg.precision)
     autocast = (lambda: torch.autocast("cuda", dtype=dtype)) if cuda and dtype else contextlib.nullcontext
     scaler = torch.amp.GradScaler("cuda") if cuda and cfg.precision == "fp16" else None
