@@ -68,15 +68,7 @@ def main(argv=None) -> int:
         sample_per_node(g.csc, cfg.fan_out, s.tolist(), rng=rng)
         ref.append(time.process_time() - c)
 
-    model = RGAT(
-        data.edge_types(cfg.num_nodes),
-        cfg.in_channels,
-        cfg.hidden_channels,
-        cfg.num_classes,
-        cfg.num_layers,
-        cfg.num_heads,
-        cfg.dropout,
-    )
+    model = RGAT.from_config(cfg)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.opt_base_learning_rate)
     wait, total = [], []
     for i in range(args.steps + 1):

@@ -86,6 +86,33 @@ def mlperf_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "harness.cli", *args]
 
 
+def env() -> dict:
+    """The environment of the `mlperf`/rank processes a test starts: one thread each (the CI has 2
+    cores), no warnings, this checkout importable."""
+    return dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore", PYTHONPATH=str(REPO))
+
+
+def one_run_args(benchmark: str, results: Path, data_dir: Path, seed: int, *extra: str) -> list[str]:
+    """The arguments of `mlperf run BENCHMARK` for one tiny run on cpu-local with JSON output;
+    `extra` (e.g. `--nproc-per-node 2`) goes before the run options."""
+    run = ["--runs", "1", "--seed", str(seed), "--results-dir", str(results), "--data-dir", str(data_dir)]
+    return ["run", benchmark, "--system", "cpu-local", *extra, *run, "--json"]
+
+
+def resume_run(benchmark: str, run_dir: Path) -> dict:
+    """`mlperf run BENCHMARK --resume RUN_DIR --json`, which must exit 0; its one run's record."""
+    r = subprocess.run(
+        mlperf_argv("run", benchmark, "--resume", str(run_dir), "--json"),
+        cwd=REPO,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    return json.loads(r.stdout)["runs"][0]
+
+
 def kill_tree(root: int) -> list[int]:
     """SIGKILL `root` and every descendant, root first (nothing may finalize a log after it);
     returns the descendants' pids. Walks the tree rather than a process group: torch elastic

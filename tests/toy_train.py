@@ -16,9 +16,7 @@ the environment (set by the tests):
 
 from __future__ import annotations
 
-import json
 import os
-import resource
 import sys
 import time
 from pathlib import Path
@@ -31,7 +29,8 @@ def _env(name, default, cast=float):
 def run(rt) -> bool:
     import torch
 
-    from harness.train import checkpoint
+    from harness.train.run_checkpoint import RunCheckpointer
+    from harness.train.timings import Timings
 
     plan, log = rt.plan, rt.log
     (Path(plan.run_dir) / "toy.pid").write_text(str(os.getpid()))
@@ -43,7 +42,7 @@ def run(rt) -> bool:
     torch.manual_seed(plan.seed)
     model = torch.nn.Linear(4, 1)
     opt = torch.optim.SGD(model.parameters(), lr=lr)
-    ck = checkpoint.Checkpointer(Path(plan.run_dir) / "checkpoints")
+    ck = RunCheckpointer(rt, every)
     cap, batch_mb = _env("TOY_MEM_CAP_MB", 0, int), _env("TOY_BATCH_MB", 0, int)
     if cap:
         import resource as res
@@ -51,21 +50,21 @@ def run(rt) -> bool:
         vm = int(next(ln.split()[1] for ln in open("/proc/self/status") if ln.startswith("VmSize:")))
         limit = (vm // 1024 + cap) << 20
         res.setrlimit(res.RLIMIT_AS, (limit, limit))
-    step = 0
-    if plan.resume_from:
-        state, manifest = ck.load(Path(plan.resume_from))
+
+    def load(state, meta):
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
-        checkpoint.restore_rng(state["rng"])
-        step = manifest["meta"]["step"]
+
+    resumed = ck.resume(load)
+    step = resumed["step"] if resumed else 0
     log.init_stop()
     log.run_start()
-    timings = open(Path(plan.run_dir) / "timings.jsonl", "a")  # noqa: SIM115
+    timings = Timings(rt)
     seen = open(Path(plan.run_dir) / "seen.txt", "a")  # noqa: SIM115 - data positions consumed
     ready = os.environ.get("TOY_READY_FILE")
-    success = False
+    success = stopping = False
     try:
-        while step < steps and not rt.stop_requested:
+        while step < steps and not stopping:
             log.start("block_start", metadata={"first_epoch_num": step, "epoch_count": block})
             for _ in range(block):
                 t0 = time.perf_counter()
@@ -87,44 +86,22 @@ def run(rt) -> bool:
                 step += 1
                 seen.write(f"{step}\n")
                 seen.flush()
-                dt = time.perf_counter() - t0
-                rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-                timings.write(
-                    json.dumps(
-                        {
-                            "step": step,
-                            "step_time_s": dt,
-                            "data_wait_s": t1 - t0,
-                            "samples_per_s": 8 / dt,
-                            "loss": loss.item(),
-                            "max_rss_mb": rss,
-                        }
-                    )
-                    + "\n"
-                )
-                timings.flush()
+                timings.row(step, time.perf_counter() - t0, t1 - t0, samples=8, loss=loss.item())
                 if ready and step >= 3:
                     Path(ready).touch()
-                if rt.stop_requested:
+                if rt.should_stop(step):
+                    stopping = True
                     break
             log.end("block_stop", metadata={"first_epoch_num": step - block, "epoch_count": block})
-            if rt.stop_requested:
+            if stopping:
                 break
             log.start("eval_start", metadata={"epoch_num": step})
             log.event("eval_accuracy", float(loss.item()), metadata={"epoch_num": step})
             log.end("eval_stop", metadata={"epoch_num": step})
-            if every and step % every == 0:
-                size = Path(plan.log_path).stat().st_size if rt.is_rank0 else None
-                ck.save(
-                    step,
-                    {
-                        "model": model.state_dict(),
-                        "optimizer": opt.state_dict(),
-                        "rng": checkpoint.capture_rng(),
-                    },
-                    meta={"step": step, "log_offset": size},
-                )
-        success = step >= steps and not rt.stop_requested
+            timings.flush()
+            if ck.due(step):
+                ck.save(step, {"model": model.state_dict(), "optimizer": opt.state_dict()})
+        success = step >= steps and not stopping
     finally:
         timings.close()
         seen.close()

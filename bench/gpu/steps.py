@@ -138,7 +138,6 @@ def random_graph(cfg, papers: int, device: str, gen: torch.Generator):
 
 
 def rgat_step(ctx, system: str) -> dict:
-    from reference_impls.gnn import data
     from reference_impls.gnn.model import RGAT
     from reference_impls.gnn.sampler import HeteroNeighborSampler
 
@@ -157,15 +156,7 @@ def rgat_step(ctx, system: str) -> dict:
         xs[t] = x.to(torch.float8_e4m3fn).float() if fp8 else x
     y = torch.randint(0, cfg.num_classes, (b,), device=dev)
     with torch.device(dev):
-        net = RGAT(
-            data.edge_types(num),
-            cfg.in_channels,
-            cfg.hidden_channels,
-            cfg.num_classes,
-            cfg.num_layers,
-            cfg.num_heads,
-            cfg.dropout,
-        )
+        net = RGAT.from_config(cfg)  # the edge types of cfg.num_nodes: those of the random graph
     opt = torch.optim.Adam(net.parameters(), lr=cfg.opt_base_learning_rate)
     amp = bool(cuda and cfg.amp)
     autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if amp else contextlib.nullcontext

@@ -1,8 +1,10 @@
 """Torch-free half of run checkpoints: the on-disk format, verification, and the newest good one.
 
-    <root>/step_00000040/...            the state files (one per rank, or a sharded checkpoint)
-    <root>/step_00000040/manifest.json  step, world size, size and sha256 of every state file,
-                                        the run-wide and per-rank scalars
+    <root>/step_00000040/rank_00000.pt  one file per rank (its state, or only its RNG states)
+    <root>/step_00000040/sharded/...    a benchmark's sharded checkpoint, when it writes one
+                                        (megatron-core dist_checkpointing, torch DCP)
+    <root>/step_00000040/manifest.json  step, world size, size and sha256 of every other file in
+                                        the folder, the run-wide and per-rank scalars
 
 `mlperf run --resume` (harness/run/resume.py) picks `latest_good(root)` without importing torch;
 the ranks write and read checkpoints through harness/train/checkpoint.py.
@@ -18,8 +20,11 @@ from pathlib import Path
 from harness.core.files import sha256_file
 
 FORMAT = "mlperf-harness-checkpoint"
-VERSION = 1
+VERSION = 2
+READABLE_VERSIONS = (1, 2)  # 1: rank files only (a subset of 2)
 MANIFEST = "manifest.json"
+SHARDED = "sharded"
+NOTES = ".notes"  # the ranks' notes to rank 0 while saving; removed before the commit
 STEP_RE = re.compile(r"^step_(\d+)$")
 PARTIAL_RE = re.compile(r"^\.step_(\d+)\.partial$")
 
@@ -34,6 +39,35 @@ def step_dir(root: Path, step: int) -> Path:
 
 def rank_file(rank: int) -> str:
     return f"rank_{rank:05d}.pt"
+
+
+def state_files(folder: Path) -> dict[str, int]:
+    """Every file of a checkpoint folder its manifest lists (POSIX path relative to the folder ->
+    bytes), sorted: all files but the manifest and the ranks' notes."""
+    folder = Path(folder)
+    out = {}
+    for p in sorted(folder.rglob("*")):
+        rel = p.relative_to(folder).as_posix()
+        if p.is_file() and rel != MANIFEST and not rel.startswith(f"{NOTES}/"):
+            out[rel] = p.stat().st_size
+    return out
+
+
+def hash_share(files: dict[str, int], rank: int, world_size: int) -> list[str]:
+    """The files rank `rank` hashes (of `files`: name -> bytes): its own rank file (still in its
+    page cache), and of the rest a share balanced by size, largest first to the least loaded rank,
+    so that no rank hashes a large sharded checkpoint alone. Every rank computes the same split."""
+    load = [0] * world_size
+    owner = {}
+    for r in range(world_size):
+        if rank_file(r) in files:
+            owner[rank_file(r)] = r
+            load[r] += files[rank_file(r)]
+    for name in sorted((n for n in files if n not in owner), key=lambda n: (-files[n], n)):
+        r = min(range(world_size), key=lambda i: (load[i], i))
+        owner[name] = r
+        load[r] += files[name]
+    return [n for n in files if owner[n] == rank]
 
 
 @dataclass
@@ -51,9 +85,12 @@ def list_steps(root: Path) -> list[tuple[int, Path]]:
     return sorted(out)
 
 
-def verify(path: Path, world_size: int | None = None, deep: bool = True) -> dict:
+def verify(
+    path: Path, world_size: int | None = None, deep: bool = True, share: tuple[int, int] | None = None
+) -> dict:
     """The manifest of the checkpoint in `path` if every file is present and intact, else raise
-    CheckpointError saying what is wrong. `deep=False` checks sizes only (no hashing)."""
+    CheckpointError saying what is wrong. `deep=False` checks sizes only (no hashing); `share=
+    (rank, world)` hashes only that rank's `hash_share` (the ranks of a resumed run split it)."""
     path = Path(path)
     mpath = path / MANIFEST
     try:
@@ -64,17 +101,21 @@ def verify(path: Path, world_size: int | None = None, deep: bool = True) -> dict
         raise CheckpointError(f"{mpath}: unreadable manifest ({e})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise CheckpointError(f"{mpath}: not a {FORMAT} manifest")
-    if manifest.get("version") != VERSION:
-        raise CheckpointError(f"{mpath}: version {manifest.get('version')} (this harness reads {VERSION})")
+    if manifest.get("version") not in READABLE_VERSIONS:
+        raise CheckpointError(
+            f"{mpath}: version {manifest.get('version')} (this harness reads {READABLE_VERSIONS})"
+        )
     if world_size is not None and manifest.get("world_size") != world_size:
         raise CheckpointError(
             f"{path}: written by {manifest.get('world_size')} ranks, this run has {world_size}"
         )
-    files = manifest.get("files") or {}
-    if len(files) != manifest.get("world_size"):
-        raise CheckpointError(
-            f"{mpath}: lists {len(files)} rank files for world size {manifest.get('world_size')}"
-        )
+    files = manifest.get("files")
+    ranks = manifest.get("world_size")
+    if not isinstance(files, dict) or not isinstance(ranks, int):
+        raise CheckpointError(f"{mpath}: no file list or world size")
+    unlisted = [rank_file(r) for r in range(ranks) if rank_file(r) not in files]
+    if unlisted:
+        raise CheckpointError(f"{mpath}: lists no {unlisted[0]} for world size {ranks}")
     for name, info in files.items():
         f = path / name
         if not f.is_file():
@@ -82,8 +123,11 @@ def verify(path: Path, world_size: int | None = None, deep: bool = True) -> dict
         size = f.stat().st_size
         if size != info.get("bytes"):
             raise CheckpointError(f"{f}: {size} bytes, manifest says {info.get('bytes')} (torn write)")
-        if deep and sha256_file(f) != info.get("sha256"):
-            raise CheckpointError(f"{f}: sha256 mismatch (corrupt)")
+    if deep:
+        sizes = {name: info["bytes"] for name, info in files.items()}
+        for name in hash_share(sizes, *share) if share else sizes:
+            if sha256_file(path / name) != files[name].get("sha256"):
+                raise CheckpointError(f"{path / name}: sha256 mismatch (corrupt)")
     return manifest
 
 

@@ -2,7 +2,7 @@
 open the MLPerf log on rank 0, and turn SIGINT/SIGTERM into a flag checked at step boundaries.
 
     rt = runtime.start(plan_path)        # harness/train/entry.py, in every rank
-    ...                                  # train; check rt.stop_requested each step
+    ...                                  # train; `if rt.should_stop(step)` at step boundaries
     rt.finish(success)                   # run_stop{status}, destroy the process group
 
 torchrun/srun provide RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT; a single local process
@@ -41,23 +41,36 @@ class Runtime:
     def is_rank0(self) -> bool:
         return self.rank == 0
 
+    def hyperparameters(self, *fields: str) -> dict:
+        """The hyperparameters `log.header` logs: global_batch_size, the layout's
+        gradient_accumulation_steps, then the typed config's `fields` under their own names (the
+        configs use the rules' vocabulary)."""
+        logged = {"global_batch_size": self.cfg.global_batch_size}
+        logged["gradient_accumulation_steps"] = self.plan.layout.grad_accum
+        return logged | {f: getattr(self.cfg, f) for f in fields}
+
     def should_stop(self, step: int = 0, every_on_gpu: int = 20) -> bool:
         """The stop decision, agreed by every rank: a signal reaches ranks at slightly different
         times, and a rank that stops alone leaves the others blocked in a collective (or failing
         it). Call at the same step on all ranks. On GPUs the all-reduce is a host sync, so it
-        runs only every `every_on_gpu` steps; on CPU (gloo) it costs microseconds, every step."""
-        if self.world_size == 1:
-            return self.stop_requested
-        if self.device != "cpu" and step % every_on_gpu:
+        runs only every `every_on_gpu` steps (1 where the caller checks rarely anyway); on CPU
+        (gloo) it costs microseconds, every step."""
+        if self.world_size > 1 and self.device != "cpu" and step % every_on_gpu:
             return False
+        if self.any_rank(self.stop_requested):
+            self.stop_requested = True
+        return self.stop_requested
+
+    def any_rank(self, flag: bool) -> bool:
+        """True on every rank when `flag` is True on any of them (a collective: all ranks call it)."""
+        if self.world_size == 1:
+            return bool(flag)
         import torch
         import torch.distributed as dist
 
-        flag = torch.tensor([1 if self.stop_requested else 0], device=self.device)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        if flag.item():
-            self.stop_requested = True
-        return bool(flag.item())
+        t = torch.tensor([1 if flag else 0], device=self.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return bool(t.item())
 
     def finish(self, success: bool, metadata: dict | None = None) -> int:
         """Write run_stop if training did not, close the log; return the process exit code."""

@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.nn import GATConv, HeteroConv
 
+from reference_impls.gnn.data import edge_types as graph_edge_types
+
 
 class RGAT(torch.nn.Module):
     def __init__(
@@ -51,6 +53,19 @@ class RGAT(torch.nn.Module):
                 )
             )
         self.lin = torch.nn.Linear(hidden_channels, num_classes)
+
+    @classmethod
+    def from_config(cls, cfg) -> RGAT:
+        """The model a GnnConfig describes, over the edge types of its graph."""
+        return cls(
+            graph_edge_types(cfg.num_nodes),
+            cfg.in_channels,
+            cfg.hidden_channels,
+            cfg.num_classes,
+            cfg.num_layers,
+            cfg.num_heads,
+            cfg.dropout,
+        )
 
     def forward(self, x_dict: dict, edge_index_dict: dict, batch_size: int) -> torch.Tensor:
         for i, conv in enumerate(self.convs):

@@ -7,39 +7,26 @@ at which the epoch's seeds reach k / evals_per_epoch (k = 1..20), over all valid
 across ranks; `epoch_num` is logged as that fraction (0.05, 0.10, ...), as the reference and
 NVIDIA do. The run stops at the first accuracy >= target, or aborts after `max_epochs`.
 
-Host syncs: none per step beyond the stop flag on one rank; the loss is read only at evaluations.
-A per-step side file `timings.jsonl` in the run folder (rank 0) holds step, step_time_s,
-data_wait_s (sampling + feature gather), samples_per_s and loss (only where already synced).
+Host syncs: none per step beyond the rank-agreed stop check (rt.should_stop); the loss is read
+only at evaluations. `timings.jsonl` (harness/train/timings.py): data_wait_s is sampling + feature
+gather.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import time
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from harness.core.errors import ConfigError
+from harness.core.errors import ConfigError, HarnessError
+from harness.train.run_checkpoint import RunCheckpointer
+from harness.train.timings import Timings
 from reference_impls.gnn import data
 from reference_impls.gnn.model import RGAT
 from reference_impls.gnn.sampler import HeteroNeighborSampler
-
-
-class Timings:
-    def __init__(self, path: Path | None):
-        self._f = open(path, "a") if path else None  # noqa: SIM115 - closed in close()
-
-    def write(self, **row):
-        if self._f:
-            self._f.write(json.dumps(row) + "\n")
-
-    def close(self):
-        if self._f:
-            self._f.close()
 
 
 def _batch_inputs(graph, batch, device, fp8: bool):
@@ -86,29 +73,12 @@ def run(rt) -> tuple[bool, dict]:
     target = plan.target["eval_accuracy"]
     torch.manual_seed(plan.seed + cfg.seed_offset)
 
-    rt.log.header(
-        plan,
-        {
-            "global_batch_size": cfg.global_batch_size,
-            "gradient_accumulation_steps": lay.grad_accum,
-            "opt_name": cfg.opt_name,
-            "opt_base_learning_rate": cfg.opt_base_learning_rate,
-        },
-    )
+    rt.log.header(plan, rt.hyperparameters("opt_name", "opt_base_learning_rate"))
     # Both follow from the config's split arithmetic (checked against the files after run_start).
     rt.log.event("train_samples", cfg.num_train_seeds)
     rt.log.event("eval_samples", cfg.num_val_seeds)
 
-    etypes = data.edge_types(cfg.num_nodes)
-    model = RGAT(
-        etypes,
-        cfg.in_channels,
-        cfg.hidden_channels,
-        cfg.num_classes,
-        cfg.num_layers,
-        cfg.num_heads,
-        cfg.dropout,
-    ).to(device)
+    model = RGAT.from_config(cfg).to(device)
     ddp = rt.world_size > 1
     if ddp:
         model = torch.nn.parallel.DistributedDataParallel(model)
@@ -130,15 +100,16 @@ def run(rt) -> tuple[bool, dict]:
     gen = torch.Generator().manual_seed(plan.seed * 1000 + rt.rank + 1)
     sampler = HeteroNeighborSampler(graph.csc, graph.num_nodes, cfg.fan_out, gen)
     order_gen = torch.Generator().manual_seed(plan.seed + cfg.seed_offset)
-    timings = Timings(Path(plan.run_dir) / "timings.jsonl" if rt.is_rank0 else None)
+    timings = Timings(rt)
     share = lay.micro_batch_size * lay.grad_accum
-    step, progress, success = 0, 0.0, False
+    step, progress, success, stop = 0, 0.0, False, False
     epoch, first_s, mid_epoch = 0, 0, False
-    ck = _checkpointer(rt)
-    if plan.resume_from:  # continue after the evaluation the checkpoint was taken at
-        step, epoch, first_s, progress = _resume(ck, rt, model, opt, gen, order_gen)
+    ck = RunCheckpointer(rt, cfg.checkpoint_interval_steps)
+    resumed = ck.resume(lambda state, meta: _load(state, model, opt, gen, order_gen))
+    if resumed:  # continue after the evaluation the checkpoint was taken at
+        step, epoch = int(resumed["step"]), int(resumed["epoch"])
+        first_s, progress = int(resumed["next_step_in_epoch"]), float(resumed["epoch_num"])
         mid_epoch = True  # its epoch_start is in the log already
-    last_ckpt = step
     try:
         while step < max_steps and not success:
             if not mid_epoch:
@@ -165,15 +136,9 @@ def run(rt) -> tuple[bool, dict]:
                 opt.step()
                 step += 1
                 dt = time.perf_counter() - t0
-                row = {
-                    "step": step,
-                    "step_time_s": round(dt, 6),
-                    "data_wait_s": round(wait, 6),
-                    "samples_per_s": round(cfg.global_batch_size / dt, 1),
-                    "loss": None,
-                }
+                train_loss = None
                 k = eval_at.get(s + 1)
-                stop = rt.stop_requested and not ddp
+                stop = rt.should_stop(step)  # agreed by all ranks: they evaluate and stop together
                 if k is not None or stop or step >= max_steps:
                     progress = round(
                         epoch
@@ -181,22 +146,19 @@ def run(rt) -> tuple[bool, dict]:
                         / cfg.evals_per_epoch,
                         4,
                     )
-                    row["loss"] = float(loss.detach()) * lay.grad_accum
-                    acc, stop = _eval_and_log(model, graph, sampler, rt, cfg, device, progress)
-                    row["eval_accuracy"] = acc
+                    train_loss = float(loss.detach()) * lay.grad_accum
+                    acc = _eval_and_log(model, graph, sampler, rt, cfg, device, progress)
                     success = acc >= target
-                timings.write(**row)
+                timings.row(step, dt, wait, samples=cfg.global_batch_size, loss=train_loss)
                 if success or stop or step >= max_steps:
                     break
-                if (
-                    k is not None
-                    and cfg.checkpoint_interval_steps
-                    and step - last_ckpt >= cfg.checkpoint_interval_steps
-                ):
-                    _save(ck, rt, model, opt, gen, epoch_order, step, epoch, s + 1, progress)
-                    last_ckpt = step
+                if k is not None:
+                    timings.flush()
+                    if ck.due(step):
+                        meta = {"epoch": epoch, "next_step_in_epoch": s + 1, "epoch_num": progress}
+                        ck.save(step, _state(model, opt, gen, epoch_order), meta)
             first_s = 0
-            if success or rt.stop_requested or step >= max_steps:
+            if success or stop or step >= max_steps:
                 rt.log.end("epoch_stop", metadata={"epoch_num": progress})
                 break
             rt.log.end("epoch_stop", metadata={"epoch_num": epoch + 1})
@@ -206,50 +168,28 @@ def run(rt) -> tuple[bool, dict]:
     return success, {"epoch_num": progress}
 
 
-# ---- resumable run checkpoints (harness/train/checkpoint.py; `mlperf run --resume`) ---------------
+# ---- resumable run checkpoints (harness/train/run_checkpoint.py; `mlperf run --resume`) -----------
 # Taken right after an evaluation (nothing else is logged between it and the next step), so the
 # log offset is consistent: the resumed run logs neither epoch_start nor anything before the next
 # step. Data position: the epoch, the next step within it and the epoch's shuffle generator state
-# (the permutation is re-drawn from it); every rank's sampler generator and the global RNGs.
-
-
-def _checkpointer(rt):
-    from harness.train import checkpoint
-
-    barrier = dist.barrier if dist.is_initialized() and rt.world_size > 1 else None
-    return checkpoint.Checkpointer(
-        Path(rt.plan.run_dir) / "checkpoints", rt.rank, rt.world_size, barrier=barrier
-    )
+# (the permutation is re-drawn from it); every rank's sampler generator (the global RNGs:
+# RunCheckpointer).
 
 
 def _bare(model):
     return model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
 
 
-def _save(ck, rt, model, opt, gen, epoch_order, step, epoch, next_s, progress) -> None:
-    from harness.train import checkpoint
-
-    state = {
+def _state(model, opt, gen, epoch_order) -> dict:
+    return {
         "model": _bare(model).state_dict(),
         "optimizer": opt.state_dict(),
         "sampler_rng": gen.get_state(),
         "order_rng": epoch_order,
-        "rng": checkpoint.capture_rng(),
     }
-    meta = {"step": step, "epoch": epoch, "next_step_in_epoch": next_s, "epoch_num": progress}
-    if rt.is_rank0:
-        meta["log_offset"] = Path(rt.plan.log_path).stat().st_size  # the log up to this evaluation
-    ck.save(step, state, meta=meta, rank_meta={"step": step})
 
 
-def _resume(ck, rt, model, opt, gen, order_gen) -> tuple[int, int, int, float]:
-    from harness.core.errors import HarnessError
-    from harness.train import checkpoint
-
-    try:
-        state, manifest = ck.load(Path(rt.plan.resume_from))
-    except checkpoint.CheckpointError as e:
-        raise HarnessError(f"cannot resume: {e}", exit_code=2) from None
+def _load(state: dict, model, opt, gen, order_gen) -> None:
     try:
         _bare(model).load_state_dict(state["model"])
     except RuntimeError as e:
@@ -257,27 +197,18 @@ def _resume(ck, rt, model, opt, gen, order_gen) -> tuple[int, int, int, float]:
     opt.load_state_dict(state["optimizer"])
     gen.set_state(state["sampler_rng"])
     order_gen.set_state(state["order_rng"])
-    checkpoint.restore_rng(state["rng"])
-    m = manifest["meta"]
-    if rt.is_rank0:
-        print(f"resumed from {rt.plan.resume_from} at step {m['step']}", flush=True)
-    return int(m["step"]), int(m["epoch"]), int(m["next_step_in_epoch"]), float(m["epoch_num"])
 
 
 def _eval_and_log(model, graph, sampler, rt, cfg, device, progress):
     rt.log.start("eval_start", value=progress, metadata={"epoch_num": progress})
     correct, total = evaluate(model, graph, sampler, rt, cfg, device)
-    stats = torch.stack(
-        [correct.double(), total.double(), torch.tensor(float(rt.stop_requested), device=device)]
-    )
+    stats = torch.stack([correct.double(), total.double()])
     if rt.world_size > 1:
         dist.all_reduce(stats)
     acc = float(stats[0] / stats[1])
     rt.log.event("eval_accuracy", acc, metadata={"epoch_num": progress})
     rt.log.end("eval_stop", value=progress, metadata={"epoch_num": progress})
-    if stats[2] > 0:
-        rt.stop_requested = True
-    return acc, bool(stats[2] > 0)
+    return acc
 
 
 class _null:

@@ -14,11 +14,7 @@ import json
 import math
 from pathlib import Path
 
-import torch
-
-from reference_impls.gpt3 import data, manifest
-from reference_impls.gpt3 import model as gmodel
-from reference_impls.gpt3.train import Stepper, init_parallel, train_microbatches
+from reference_impls.gpt3.train import Stepper, datasets, start_model, train_microbatches
 
 DIVERGED = 4.0  # stop when the loss exceeds 4x the best loss seen
 
@@ -26,22 +22,14 @@ DIVERGED = 4.0  # stop when the loss exceeds 4x the best loss seen
 def sweep(rt, steps: int, min_lr: float, max_lr: float) -> dict:
     plan = rt.plan
     cfg, layout = rt.cfg, plan.layout
-    data_dir = Path(plan.data_dir)
-    init_parallel(layout, plan.seed)
-    model, optimizer, scheduler, tcfg = gmodel.build(cfg, layout, rt.device)
-    if plan.size == "tiny":
-        state = torch.load(data_dir / manifest.CHECKPOINT, map_location="cpu", weights_only=True)
-        gmodel.load_tiny_state(model, optimizer, state)
-    else:
-        gmodel.load_full_checkpoint(model, optimizer, str(data_dir / manifest.FULL_CHECKPOINT_DIR))
-    cache = Path(plan.run_dir) / "index_cache" if plan.size == "tiny" else data_dir / "index_cache"
-    train, _ = data.build_datasets(data_dir, cfg, plan.size, plan.seed + cfg.seed_offset, cache_dir=cache)
+    model, optimizer, scheduler, tcfg = start_model(rt)
+    train, _ = datasets(rt)
     stepper = Stepper(model, optimizer, scheduler, tcfg, cfg, layout, rt.device)
     lrs, losses = [], []
     best = math.inf
     ratio = max_lr / min_lr
     for s in range(steps):
-        if rt.stop_requested:
+        if rt.should_stop(s):  # agreed by all ranks: none is left waiting in a collective
             break
         lr = min_lr * ratio ** (s / max(steps - 1, 1))
         for g in optimizer.param_groups:

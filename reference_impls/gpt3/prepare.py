@@ -18,6 +18,7 @@ from pathlib import Path
 
 import benchmarks
 from harness.core.errors import ConfigError
+from harness.core.layout import DEGREES, derive
 from harness.core.runplan import RunPlan
 from reference_impls.gpt3 import manifest
 from reference_impls.gpt3.data import TRAIN_SEQUENCES
@@ -38,7 +39,8 @@ def check_full(data_dir: Path) -> None:
 
 
 def pretrain_config(plan: RunPlan):
-    """The run's config at the reference GBS, so warmup/decay are the reference's own numbers."""
+    """The run's config at the reference GBS, so warmup/decay are the reference's own numbers, in
+    one process (no model parallelism; one microbatch per step)."""
     values = dict(plan.config)
     for k in ("opt_learning_rate_warmup_steps", "opt_learning_rate_decay_steps", "init_checkpoint_step"):
         values.pop(k, None)
@@ -48,6 +50,7 @@ def pretrain_config(plan: RunPlan):
         micro_batch_size=values["reference_global_batch_size"],
         opt_base_learning_rate=PRETRAIN_LR,
         train_samples_cap=TRAIN_SEQUENCES,
+        **dict.fromkeys(DEGREES.values(), 1),
     )
     return benchmarks.config_class("gpt3").model_validate(values)
 
@@ -56,7 +59,6 @@ def prepare_tiny(plan: RunPlan, log=print) -> Path:
     import torch
     import torch.distributed as dist
 
-    from harness.core.layout import Layout
     from reference_impls.gpt3 import data, train
     from reference_impls.gpt3 import model as gmodel
 
@@ -76,19 +78,7 @@ def prepare_tiny(plan: RunPlan, log=print) -> Path:
         os.environ.setdefault("MASTER_PORT", str(_free_port()))
         dist.init_process_group("gloo", rank=0, world_size=1)
     gbs = cfg.global_batch_size
-    layout = Layout(
-        nodes=1,
-        procs_per_node=1,
-        world_size=1,
-        tp=1,
-        pp=1,
-        vp=1,
-        cp=1,
-        dp=1,
-        micro_batch_size=gbs,
-        global_batch_size=gbs,
-        grad_accum=1,
-    )
+    layout = derive(cfg, nodes=1, procs_per_node=1)
     t0 = time.perf_counter()
     try:
         train.init_parallel(layout, PRETRAIN_SEED)

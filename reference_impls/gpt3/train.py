@@ -14,13 +14,13 @@ MLPerf log and `run_dir/timings.jsonl` (one buffered JSON line per step).
 
 from __future__ import annotations
 
-import json
-import resource
 import time
 from pathlib import Path
 
 import torch
 
+from harness.train.run_checkpoint import RunCheckpointer
+from harness.train.timings import Timings
 from reference_impls.gpt3 import cpu_compat, data, manifest
 from reference_impls.gpt3 import model as gmodel
 
@@ -171,69 +171,22 @@ def data_rank(layout) -> int:
     return ps.get_data_parallel_rank() if layout.dp > 1 else 0
 
 
-def hyperparameters(cfg, layout) -> dict:
-    return {
-        "global_batch_size": cfg.global_batch_size,
-        "gradient_accumulation_steps": layout.grad_accum,
-        "max_sequence_length": cfg.max_sequence_length,
-        "opt_name": cfg.opt_name,
-        "opt_base_learning_rate": cfg.opt_base_learning_rate,
-        "opt_end_learning_rate": cfg.opt_end_learning_rate,
-        "opt_learning_rate_decay_steps": cfg.opt_learning_rate_decay_steps,
-        "opt_learning_rate_warmup_steps": cfg.opt_learning_rate_warmup_steps,
-        "opt_learning_rate_decay_schedule": cfg.opt_learning_rate_decay_schedule,
-        "opt_adam_beta_1": cfg.opt_adam_beta_1,
-        "opt_adam_beta_2": cfg.opt_adam_beta_2,
-        "opt_adam_epsilon": cfg.opt_adam_epsilon,
-        "opt_weight_decay": cfg.opt_weight_decay,
-        "opt_gradient_clip_norm": cfg.opt_gradient_clip_norm,
-        "init_checkpoint_step": cfg.init_checkpoint_step,
-    }
-
-
-class Timings:
-    """`run_dir/timings.jsonl`: one line per step, buffered; the loss only at eval points, where it
-    is read anyway. The newest row is held back so the eval point can add its loss."""
-
-    def __init__(self, path: Path | None, append: bool = False):
-        # A resumed run appends: the rows of the interrupted attempt stay (diagnose keeps the last
-        # row of each step).
-        self._f = open(path, "a" if append else "w", buffering=1 << 16) if path else None  # noqa: SIM115
-        self._pending: dict | None = None
-
-    def row(self, step: int, step_time: float, wait: float, samples: int):
-        if self._f is None:
-            return
-        self._write()
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-        self._pending = {
-            "step": step,
-            "step_time_s": round(step_time, 6),
-            "data_wait_s": round(wait, 6),
-            "samples_per_s": round(samples / step_time, 3) if step_time > 0 else None,
-            "loss": None,
-            "max_rss_mb": round(rss, 1),
-        }
-
-    def set_loss(self, loss: float):
-        if self._pending is not None:
-            self._pending["loss"] = round(loss, 6)
-
-    def _write(self):
-        if self._pending is not None:
-            self._f.write(json.dumps(self._pending) + "\n")
-            self._pending = None
-
-    def flush(self):
-        if self._f:
-            self._write()
-            self._f.flush()
-
-    def close(self):
-        if self._f:
-            self.flush()
-            self._f.close()
-            self._f = None
+# What the log header lists after global_batch_size and gradient_accumulation_steps (rt.hyperparameters).
+HYPERPARAMETERS = (
+    "max_sequence_length",
+    "opt_name",
+    "opt_base_learning_rate",
+    "opt_end_learning_rate",
+    "opt_learning_rate_decay_steps",
+    "opt_learning_rate_warmup_steps",
+    "opt_learning_rate_decay_schedule",
+    "opt_adam_beta_1",
+    "opt_adam_beta_2",
+    "opt_adam_epsilon",
+    "opt_weight_decay",
+    "opt_gradient_clip_norm",
+    "init_checkpoint_step",
+)
 
 
 def run(rt) -> bool:
@@ -241,7 +194,7 @@ def run(rt) -> bool:
     plan, log = rt.plan, rt.log
     cfg, layout = rt.cfg, plan.layout
     target = plan.target["log_perplexity"]
-    log.header(plan, hyperparameters(cfg, layout))
+    log.header(plan, rt.hyperparameters(*HYPERPARAMETERS))
     log.event("train_samples", cfg.train_samples_cap)
     data_dir = Path(plan.data_dir)
     if plan.size == "tiny" and not manifest.is_prepared(plan):
@@ -250,23 +203,14 @@ def run(rt) -> bool:
         raise ConfigError(
             f"{data_dir}: tiny GPT-3 data is not prepared; run `mlperf prepare gpt3 --size tiny`"
         )
-    init_parallel(layout, plan.seed)
-    model, optimizer, scheduler, tcfg = gmodel.build(cfg, layout, rt.device)
-    if plan.size == "tiny":
-        state = torch.load(data_dir / manifest.CHECKPOINT, map_location="cpu", weights_only=True)
-        gmodel.load_tiny_state(model, optimizer, state)
-    else:
-        gmodel.load_full_checkpoint(model, optimizer, str(data_dir / manifest.FULL_CHECKPOINT_DIR))
+    model, optimizer, scheduler, tcfg = start_model(rt)
     gmodel.set_schedule_step(scheduler, cfg.init_checkpoint_step)
-    # megatron's index cache: rank 0 builds it, the others read it (a barrier in the builder).
-    # Tiny: per run; full: beside the data, shared by every run (building it takes minutes).
-    cache = Path(plan.run_dir) / "index_cache" if plan.size == "tiny" else data_dir / "index_cache"
-    train, valid = data.build_datasets(data_dir, cfg, plan.size, plan.seed + cfg.seed_offset, cache_dir=cache)
+    train, valid = datasets(rt)
     log.event("eval_samples", cfg.eval_samples)
     stepper = Stepper(model, optimizer, scheduler, tcfg, cfg, layout, rt.device)
-    ck = run_checkpointer(rt)
-    resumed_step = resume(ck, rt, model, optimizer, scheduler) if plan.resume_from else 0
-    timings = Timings(Path(plan.run_dir) / "timings.jsonl" if rt.is_rank0 else None, append=resumed_step > 0)
+    ck = RunCheckpointer(rt, cfg.checkpoint_interval_steps)
+    resumed = ck.resume(lambda state, meta: load_checkpoint(state, meta, model, optimizer, scheduler))
+    timings = Timings(rt)
     log.init_stop()
     log.run_start()
     # Token reads start the clock (the rules time everything that touches the dataset; building
@@ -277,7 +221,7 @@ def run(rt) -> bool:
     every = cfg.eval_interval_steps
     max_steps = cfg.train_samples_cap // gbs
     reached = False
-    step = last_ckpt = resumed_step
+    step = resumed["step"] if resumed else 0
     stopping = False  # agreed by all ranks (rt.should_stop), so no rank is left in a collective
     try:
         while step < max_steps and not stopping:
@@ -290,7 +234,7 @@ def run(rt) -> bool:
                 t1 = time.perf_counter()
                 reports = stepper.train_step(mbs)
                 step += 1
-                timings.row(step, time.perf_counter() - t0, t1 - t0, gbs)
+                timings.row(step, time.perf_counter() - t0, t1 - t0, samples=gbs)
                 if rt.should_stop(step):
                     stopping = True
                     break
@@ -314,59 +258,61 @@ def run(rt) -> bool:
             if ppl <= target:
                 reached = True
                 break
-            if cfg.checkpoint_interval_steps and step - last_ckpt >= cfg.checkpoint_interval_steps:
-                save_checkpoint(ck, rt, step, model, optimizer, scheduler)
-                last_ckpt = step
+            if ck.due(step):
+                ck.save(step, checkpoint_state(model, optimizer), checkpoint_meta(step, gbs, scheduler))
     finally:
         timings.close()
         _teardown()
     return reached
 
 
-# ---- resumable run checkpoints (harness/train/checkpoint.py; `mlperf run --resume`) ---------------
+def start_model(rt):
+    """Model-parallel groups, then the model, optimizer and LR schedule loaded from the starting
+    checkpoint (tiny: the prepared state; full: the reference's checkpoint); also the LR sweep's."""
+    plan, data_dir = rt.plan, Path(rt.plan.data_dir)
+    init_parallel(plan.layout, plan.seed)
+    model, optimizer, scheduler, tcfg = gmodel.build(rt.cfg, plan.layout, rt.device)
+    if plan.size == "tiny":
+        state = torch.load(data_dir / manifest.CHECKPOINT, map_location="cpu", weights_only=True)
+        gmodel.load_tiny_state(model, optimizer, state)
+    else:
+        gmodel.load_full_checkpoint(model, optimizer, str(data_dir / manifest.FULL_CHECKPOINT_DIR))
+    return model, optimizer, scheduler, tcfg
+
+
+def datasets(rt):
+    """(train, valid) of the plan's data. megatron's index cache: rank 0 builds it, the others read
+    it (a barrier in the builder); tiny: per run, full: beside the data, shared by every run
+    (building it takes minutes)."""
+    plan, cfg, data_dir = rt.plan, rt.cfg, Path(rt.plan.data_dir)
+    cache = Path(plan.run_dir) / "index_cache" if plan.size == "tiny" else data_dir / "index_cache"
+    return data.build_datasets(data_dir, cfg, plan.size, plan.seed + cfg.seed_offset, cache_dir=cache)
+
+
+# ---- resumable run checkpoints (harness/train/run_checkpoint.py; `mlperf run --resume`) -----------
 # Taken at eval boundaries only, so what the log holds after a checkpoint is at most the next
-# block's start: the resumed run re-logs it. Each rank saves its own shard (TP/PP/DP as planned),
-# the optimizer's state dict, and every RNG; the data position is the step (batches are a pure
-# function of it, see train_microbatches).
+# block's start: the resumed run re-logs it. Each rank saves its own shard (TP/PP/DP as planned)
+# and the optimizer's state dict (RNGs and the log offset: RunCheckpointer); the data position is
+# the step (batches are a pure function of it, see train_microbatches).
 
 
-def run_checkpointer(rt):
-    import torch.distributed as dist
-
-    from harness.train import checkpoint
-
-    barrier = dist.barrier if dist.is_initialized() and rt.world_size > 1 else None
-    return checkpoint.Checkpointer(
-        Path(rt.plan.run_dir) / "checkpoints", rt.rank, rt.world_size, barrier=barrier
-    )
-
-
-def save_checkpoint(ck, rt, step: int, model, optimizer, scheduler) -> None:
-    from harness.train import checkpoint
-
-    gbs = rt.plan.layout.global_batch_size
-    state = {
+def checkpoint_state(model, optimizer) -> dict:
+    return {
         "model": [
             {k: v for k, v in m.module.state_dict().items() if isinstance(v, torch.Tensor)} for m in model
         ],
         "optimizer": optimizer.state_dict(),
-        "rng": checkpoint.capture_rng(),
     }
-    meta = {"step": step, "consumed_samples": step * gbs, "schedule_num_steps": scheduler.num_steps}
-    if rt.is_rank0:
-        meta["log_offset"] = Path(rt.plan.log_path).stat().st_size  # the log up to this eval
-    ck.save(step, state, meta=meta, rank_meta={"step": step})
 
 
-def resume(ck, rt, model, optimizer, scheduler) -> int:
-    """Load this rank's shard of `plan.resume_from`; returns the step to continue after."""
+def checkpoint_meta(step: int, gbs: int, scheduler) -> dict:
+    return {"consumed_samples": step * gbs, "schedule_num_steps": scheduler.num_steps}
+
+
+def load_checkpoint(state: dict, meta: dict, model, optimizer, scheduler) -> None:
+    """Put this rank's shard of a checkpoint into the model, optimizer and LR schedule."""
     from harness.core.errors import HarnessError
-    from harness.train import checkpoint
 
-    try:
-        state, manifest = ck.load(Path(rt.plan.resume_from))
-    except checkpoint.CheckpointError as e:
-        raise HarnessError(f"cannot resume: {e}", exit_code=2) from None
     for m, sd in zip(model, state["model"]):
         missing, unexpected = m.module.load_state_dict(sd, strict=False)
         missing = [k for k in missing if not k.endswith("_extra_state")]
@@ -375,12 +321,7 @@ def resume(ck, rt, model, optimizer, scheduler) -> int:
                 f"cannot resume: checkpoint does not fit the model ({(missing + unexpected)[:3]})", 2
             )
     optimizer.load_state_dict(state["optimizer"])
-    meta = manifest["meta"]
     gmodel.set_schedule_step(scheduler, meta["schedule_num_steps"])
-    checkpoint.restore_rng(state["rng"])
-    if rt.is_rank0:
-        print(f"resumed from {rt.plan.resume_from} at step {meta['step']}", flush=True)
-    return int(meta["step"])
 
 
 def _teardown():

@@ -10,7 +10,6 @@ The only host syncs are at eval slots (the loss for timings.jsonl is read only t
 
 from __future__ import annotations
 
-import json
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -19,25 +18,23 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from harness.core.errors import ConfigError
+from harness.core.errors import ConfigError, HarnessError
+from harness.train.run_checkpoint import RunCheckpointer
+from harness.train.timings import Timings
 from reference_impls.llama2_70b_lora import data
 from reference_impls.llama2_70b_lora import model as M
 
-
-def hyperparameters(cfg, layout) -> dict:
-    """The logged hyperparameters, in closed_llama2_70b_lora.yaml's vocabulary."""
-    return {
-        "global_batch_size": cfg.global_batch_size,
-        "gradient_accumulation_steps": layout.grad_accum,
-        "opt_base_learning_rate": cfg.opt_base_learning_rate,
-        "opt_learning_rate_warmup_factor": cfg.opt_learning_rate_warmup_factor,
-        "opt_learning_rate_training_steps": cfg.opt_learning_rate_training_steps,
-        "opt_gradient_clip_norm": cfg.opt_gradient_clip_norm,
-        "opt_adamw_weight_decay": cfg.opt_adamw_weight_decay,
-        "lora_rank": cfg.lora_rank,
-        "lora_alpha": cfg.lora_alpha,
-        "max_sequence_length": cfg.max_sequence_length,
-    }
+# What the log header lists after global_batch_size and gradient_accumulation_steps (rt.hyperparameters).
+HYPERPARAMETERS = (
+    "opt_base_learning_rate",
+    "opt_learning_rate_warmup_factor",
+    "opt_learning_rate_training_steps",
+    "opt_gradient_clip_norm",
+    "opt_adamw_weight_decay",
+    "lora_rank",
+    "lora_alpha",
+    "max_sequence_length",
+)
 
 
 class Mesh:
@@ -114,19 +111,9 @@ def _cp_context(ids, labels, pos, cp_mesh):
     )
 
 
-def train_loss_sum(model, ids, labels, cp_mesh):
-    """(sum of answer-token CE, answer-token count) over a micro-batch; labels already shifted."""
-    pos = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
-    with _cp_context(ids, labels, pos, cp_mesh):
-        logits = model(input_ids=ids, position_ids=pos).logits
-        s = F.cross_entropy(
-            logits.float().flatten(0, 1), labels.flatten(), ignore_index=data.IGNORE, reduction="sum"
-        )
-        return s, (labels != data.IGNORE).sum()
-
-
 def token_losses(model, ids, labels, cp_mesh):
-    """Per-sequence (sum of answer-token CE, answer-token count); labels already shifted."""
+    """Per-sequence (sum of answer-token CE, answer-token count) over this rank's tokens; labels
+    already shifted. Training sums both over the micro-batch, evaluation weighs each sequence."""
     pos = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
     with _cp_context(ids, labels, pos, cp_mesh):
         logits = model(input_ids=ids, position_ids=pos).logits
@@ -177,7 +164,7 @@ def run(rt) -> bool:
     plan, log = rt.plan, rt.log
     cfg = rt.cfg
     layout = plan.layout
-    log.header(plan, hyperparameters(cfg, layout))
+    log.header(plan, rt.hyperparameters(*HYPERPARAMETERS))
     device = torch.device(rt.device)
     mesh = Mesh(rt, layout.cp)
     train_file, eval_file = data.dataset_files(Path(plan.data_dir), cfg)
@@ -192,8 +179,9 @@ def run(rt) -> bool:
         weight_decay=cfg.opt_adamw_weight_decay,
     )
     target = plan.target["eval_loss"]
-    ck = _checkpointer(rt)
-    first_step = _resume(ck, rt, model, opt) if plan.resume_from else 0
+    ck = RunCheckpointer(rt, cfg.checkpoint_interval_steps)
+    resumed = ck.resume(lambda state, meta: _load(state, model, opt))
+    first_step = resumed["step"] if resumed else 0
     log.event("train_samples", n_train)
     log.event("eval_samples", n_eval)
     log.init_stop()
@@ -207,10 +195,8 @@ def run(rt) -> bool:
         tr_ids, tr_labels = tr_ids.pin_memory(), tr_labels.pin_memory()
     order = data.BatchOrder(n_train, cfg.global_batch_size, plan.seed + cfg.seed_offset)
     mbs, ga = layout.micro_batch_size, layout.grad_accum
-    # A resumed run appends: the rows of the interrupted attempt stay.
-    timings = open(Path(plan.run_dir) / "timings.jsonl", "a" if first_step else "w") if rt.is_rank0 else None
+    timings = Timings(rt)
     samples, slots, success = first_step * cfg.global_batch_size, first_step // cfg.eval_interval_steps, False
-    last_ckpt = first_step
     if not plan.resume_from:  # a resumed run's open block_start is in the log already
         log.start("block_start", metadata={"samples_count": 0})
     model.train()
@@ -230,7 +216,7 @@ def run(rt) -> bool:
             t_data = time.perf_counter() - t0
             loss_sum = torch.zeros((), device=device)
             for ids, labels in batches:
-                s, n = train_loss_sum(model, ids, labels, mesh.cp_mesh)
+                s, n = (x.sum() for x in token_losses(model, ids, labels, mesh.cp_mesh))
                 if mesh.cp_mesh is not None:
                     # Local token sum over the whole sequence's count, x CP: FSDP averages gradients
                     # over all DP x CP ranks, and the CP shards of a sequence must add up, not average.
@@ -244,56 +230,43 @@ def run(rt) -> bool:
             opt.step()
             opt.zero_grad(set_to_none=True)
             samples += cfg.global_batch_size
-            rec = {"step": step, "data_wait_s": t_data}
-            if (step + 1) % cfg.eval_interval_steps == 0:
-                slots += 1
-                if slots > cfg.skip_evals:
-                    rec["loss"] = loss_sum.item()
-                    log.end("block_stop", metadata={"samples_count": samples})
-                    log.start("eval_start", metadata={"samples_count": samples})
-                    value = evaluate(model, ev_ids, ev_labels, mesh, cfg, device)
-                    log.event("eval_accuracy", value, metadata={"samples_count": samples})
-                    log.end("eval_stop", metadata={"samples_count": samples})
-                    if value <= target:
-                        success = True
-                        log.run_stop(True, metadata={"samples_count": samples})
-                        break
-                    log.start("block_start", metadata={"samples_count": samples})
-            if timings is not None:
-                dt = time.perf_counter() - t0
-                rec.update(step_time_s=dt, samples_per_s=cfg.global_batch_size / dt)
-                timings.write(json.dumps(rec) + "\n")
-            interval = cfg.checkpoint_interval_steps
-            if (step + 1) % cfg.eval_interval_steps == 0 and interval and step + 1 - last_ckpt >= interval:
-                if timings is not None:
-                    timings.flush()
-                _save(ck, rt, model, opt, step + 1)
-                last_ckpt = step + 1
+            dt = time.perf_counter() - t0
+            slot = (step + 1) % cfg.eval_interval_steps == 0
+            slots += slot
+            evaluating = slot and slots > cfg.skip_evals
+            loss = loss_sum.item() if evaluating else None  # the only host sync, at eval slots
+            timings.row(step + 1, dt, t_data, samples=cfg.global_batch_size, loss=loss)
+            if evaluating:
+                log.end("block_stop", metadata={"samples_count": samples})
+                log.start("eval_start", metadata={"samples_count": samples})
+                value = evaluate(model, ev_ids, ev_labels, mesh, cfg, device)
+                log.event("eval_accuracy", value, metadata={"samples_count": samples})
+                log.end("eval_stop", metadata={"samples_count": samples})
+                if value <= target:
+                    success = True
+                    log.run_stop(True, metadata={"samples_count": samples})
+                    break
+                log.start("block_start", metadata={"samples_count": samples})
+            if slot:
+                timings.flush()
+                if ck.due(step + 1):
+                    ck.save(step + 1, _state(model, opt), {"samples_count": samples})
         if not success:
             log.end("block_stop", metadata={"samples_count": samples})
             log.run_stop(False, metadata={"samples_count": samples})
     finally:
-        if timings is not None:
-            timings.close()
+        timings.close()
     rt.extra.update(samples=samples, run_s=time.perf_counter() - t_run)
     return success
 
 
-# ---- resumable run checkpoints (harness/train/checkpoint.py; `mlperf run --resume`) ---------------
+# ---- resumable run checkpoints (harness/train/run_checkpoint.py; `mlperf run --resume`) -----------
 # Taken at eval slots (skipped or not) after whatever the slot logs, i.e. with the next block's
 # block_start already in the log: the resumed run logs nothing before its next step. Saved: the
-# LoRA weights only (the frozen base is re-loaded from the prepared safetensors), the AdamW state
-# and every RNG (LoRA dropout); the data position is the step (BatchOrder is a pure function of
-# it) and the LR is lr_at(step). FSDP shards (DTensors) are stored as this rank's local shard.
-
-
-def _checkpointer(rt):
-    from harness.train import checkpoint
-
-    barrier = dist.barrier if dist.is_initialized() and rt.world_size > 1 else None
-    return checkpoint.Checkpointer(
-        Path(rt.plan.run_dir) / "checkpoints", rt.rank, rt.world_size, barrier=barrier
-    )
+# LoRA weights only (the frozen base is re-loaded from the prepared safetensors) and the AdamW
+# state (RNGs, for LoRA dropout: RunCheckpointer); the data position is the step (BatchOrder is a
+# pure function of it) and the LR is lr_at(step). FSDP shards (DTensors) are stored as this rank's
+# local shard.
 
 
 def _is_dtensor(t) -> bool:
@@ -314,29 +287,12 @@ def _trainable(model) -> dict[str, torch.nn.Parameter]:
     return {n: p for n, p in model.named_parameters() if p.requires_grad}
 
 
-def _save(ck, rt, model, opt, step: int) -> None:
-    from harness.train import checkpoint
-
-    state = {
-        "lora": _local(_trainable(model)),
-        "optimizer": _local(opt.state_dict()),
-        "rng": checkpoint.capture_rng(),
-    }
-    meta = {"step": step, "samples_count": step * rt.cfg.global_batch_size}
-    if rt.is_rank0:
-        meta["log_offset"] = Path(rt.plan.log_path).stat().st_size
-    ck.save(step, state, meta=meta, rank_meta={"step": step})
+def _state(model, opt) -> dict:
+    return {"lora": _local(_trainable(model)), "optimizer": _local(opt.state_dict())}
 
 
-def _resume(ck, rt, model, opt) -> int:
-    """Load this rank's LoRA weights, AdamW state and RNGs; returns the step to continue at."""
-    from harness.core.errors import HarnessError
-    from harness.train import checkpoint
-
-    try:
-        state, manifest = ck.load(Path(rt.plan.resume_from))
-    except checkpoint.CheckpointError as e:
-        raise HarnessError(f"cannot resume: {e}", exit_code=2) from None
+def _load(state: dict, model, opt) -> None:
+    """Put this rank's LoRA weights and AdamW state of a checkpoint into the model/optimizer."""
     params = _trainable(model)
     saved = state["lora"]
     if set(saved) != set(params) or any(
@@ -357,8 +313,3 @@ def _resume(ck, rt, model, opt) -> int:
                 if isinstance(v, torch.Tensor) and v.dim() > 0:
                     st[k] = DTensor.from_local(v.to(p.device), p.device_mesh, p.placements)
     opt.load_state_dict(sd)
-    checkpoint.restore_rng(state["rng"])
-    step = int(manifest["meta"]["step"])
-    if rt.is_rank0:
-        print(f"resumed from {rt.plan.resume_from} at step {step}", flush=True)
-    return step

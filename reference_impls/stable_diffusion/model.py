@@ -82,14 +82,21 @@ def sampler(cfg):
     )
 
 
-def optimizer(cfg, params):
-    return torch.optim.AdamW(
-        params,
+def optimizer(cfg, params, sharded: bool = False):
+    """AdamW with the config's hyperparameters; `sharded` (the distributed_optimizer switch): torch's
+    ZeroRedundancyOptimizer over it, each rank keeping the AdamW state of the parameters assigned
+    to it (whole tensors, the largest first, each to the least-loaded rank)."""
+    kw = dict(
         lr=cfg.opt_base_learning_rate,
         betas=(cfg.opt_adamw_beta_1, cfg.opt_adamw_beta_2),
         eps=cfg.opt_adamw_epsilon,
         weight_decay=cfg.opt_adamw_weight_decay,
     )
+    if sharded:
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+
+        return ZeroRedundancyOptimizer(params, optimizer_class=torch.optim.AdamW, **kw)
+    return torch.optim.AdamW(params, **kw)
 
 
 def lr_at(cfg, step: int) -> float:

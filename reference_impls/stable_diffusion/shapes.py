@@ -19,27 +19,12 @@ from harness.train import meta
 from reference_impls.stable_diffusion import model as M
 
 
-def _optimizer(cfg, unet):
-    if cfg.distributed_optimizer:  # as train.run on CUDA (at every world size)
-        from torch.distributed.optim import ZeroRedundancyOptimizer
-
-        return ZeroRedundancyOptimizer(
-            unet.parameters(),
-            optimizer_class=torch.optim.AdamW,
-            lr=cfg.opt_base_learning_rate,
-            betas=(cfg.opt_adamw_beta_1, cfg.opt_adamw_beta_2),
-            eps=cfg.opt_adamw_epsilon,
-            weight_decay=cfg.opt_adamw_weight_decay,
-        )
-    return M.optimizer(cfg, unet.parameters())
-
-
 def _rank(cfg, layout, rank: int):
     """(unet, optimizer, AdamW state bytes) as rank `rank`, plus each rank's optimizer parameters."""
     with torch.device("meta"):
         unet = M.build_unet(cfg)
     with meta.fake_world(layout.world_size, rank=rank):
-        opt = _optimizer(cfg, unet)
+        opt = M.optimizer(cfg, unet.parameters(), sharded=cfg.distributed_optimizer)  # as train.run on CUDA
         inner = getattr(opt, "optim", opt)  # ZeroRedundancyOptimizer: this rank's AdamW
         meta.first_step(inner, [p for g in inner.param_groups for p in g["params"]])
         if hasattr(opt, "_partition_parameters"):  # ZeRO's assignment of parameters to ranks

@@ -13,13 +13,13 @@ event (block_*, run_stop) is stamped `wall time - time spent scoring so far`, as
 on another machine; eval_* lines carry their real wall time (so they come after run_stop in time,
 like NVIDIA's). Training stops at the first passing checkpoint once >= 2 checkpoints are scored
 (the checker needs two points), or at train_samples_cap (aborted).
-Per-step timings go to <run_dir>/timings.jsonl; the loss is only read back at checkpoints.
+Per-step timings go to <run_dir>/timings.jsonl (harness/train/timings.py); the loss is only read
+back at checkpoints.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from pathlib import Path
 
@@ -27,22 +27,22 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from harness.core.errors import HarnessError
 from harness.core.mllog import now_ms
+from harness.train.run_checkpoint import RunCheckpointer
+from harness.train.timings import Timings
 from reference_impls.stable_diffusion import data, metrics, model
 
-
-def _hyperparameters(plan, cfg) -> dict:
-    return {
-        "global_batch_size": cfg.global_batch_size,
-        "gradient_accumulation_steps": plan.layout.grad_accum,
-        "opt_name": cfg.opt_name,
-        "opt_adamw_beta_1": cfg.opt_adamw_beta_1,
-        "opt_adamw_beta_2": cfg.opt_adamw_beta_2,
-        "opt_adamw_epsilon": cfg.opt_adamw_epsilon,
-        "opt_adamw_weight_decay": cfg.opt_adamw_weight_decay,
-        "opt_base_learning_rate": cfg.opt_base_learning_rate,
-        "opt_learning_rate_warmup_steps": cfg.opt_learning_rate_warmup_steps,
-    }
+# What the log header lists after global_batch_size and gradient_accumulation_steps (rt.hyperparameters).
+HYPERPARAMETERS = (
+    "opt_name",
+    "opt_adamw_beta_1",
+    "opt_adamw_beta_2",
+    "opt_adamw_epsilon",
+    "opt_adamw_weight_decay",
+    "opt_base_learning_rate",
+    "opt_learning_rate_warmup_steps",
+)
 
 
 class Evaluator:
@@ -102,7 +102,7 @@ def run(rt) -> tuple[bool, dict | None]:
     plan = rt.plan
     cfg = rt.cfg
     dev, log = rt.device, rt.log
-    log.header(plan, _hyperparameters(plan, cfg))
+    log.header(plan, rt.hyperparameters(*HYPERPARAMETERS))
     log.event("train_samples", cfg.train_samples)
     log.event("eval_samples", cfg.eval_samples)
 
@@ -122,19 +122,8 @@ def run(rt) -> tuple[bool, dict | None]:
         ddp = torch.nn.parallel.DistributedDataParallel(unet, device_ids=[rt.local_rank] if cuda else None)
     if cuda and cfg.cuda_graphs:
         ddp = torch.compile(ddp, mode="reduce-overhead")  # inductor captures the step in CUDA graphs
-    if cuda and cfg.distributed_optimizer:  # at every world size (the GPU check runs it on one GPU)
-        from torch.distributed.optim import ZeroRedundancyOptimizer
-
-        opt = ZeroRedundancyOptimizer(
-            unet.parameters(),
-            optimizer_class=torch.optim.AdamW,
-            lr=cfg.opt_base_learning_rate,
-            betas=(cfg.opt_adamw_beta_1, cfg.opt_adamw_beta_2),
-            eps=cfg.opt_adamw_epsilon,
-            weight_decay=cfg.opt_adamw_weight_decay,
-        )
-    else:
-        opt = model.optimizer(cfg, unet.parameters())
+    # ZeRO at every world size (the GPU check runs it on one GPU)
+    opt = model.optimizer(cfg, unet.parameters(), sharded=cuda and cfg.distributed_optimizer)
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(cfg.precision)
     autocast = (lambda: torch.autocast("cuda", dtype=dtype)) if cuda and dtype else contextlib.nullcontext
     scaler = torch.amp.GradScaler("cuda") if cuda and cfg.precision == "fp16" else None
@@ -147,9 +136,9 @@ def run(rt) -> tuple[bool, dict | None]:
     gen = torch.Generator(device=dev).manual_seed(plan.seed * 1000 + rt.rank)
     ckpt_dir = Path(plan.run_dir) / "checkpoints"
     interval = cfg.checkpoint_interval_steps
-    ck = _checkpointer(rt)
-    resumed = _resume(ck, rt, unet, opt, scaler, gen) if plan.resume_from else None
-    timings = open(Path(plan.run_dir) / "timings.jsonl", "a", buffering=1) if rt.is_rank0 else None
+    ck = RunCheckpointer(rt, cfg.resumable_checkpoint_interval_steps)
+    resumed = ck.resume(lambda state, meta: _load(state, meta, unet, opt, scaler, gen))
+    timings = Timings(rt)
     log.init_stop()
     log.run_start()
 
@@ -170,7 +159,6 @@ def run(rt) -> tuple[bool, dict | None]:
         passed = tuple(resumed["passed"]) if resumed["passed"] else None
         for _ in range(step * ga):  # the data position: the stream is deterministic, skip what was seen
             next(stream)
-    last_resumable = step
     loss_sum = torch.zeros((), device=dev)
     log.start("block_start", "training_step", {"samples_count": samples}, time_ms=clock())
     try:
@@ -211,22 +199,11 @@ def run(rt) -> tuple[bool, dict | None]:
             dt = time.perf_counter() - t0
             at_ckpt = step % interval == 0
             mean_loss = float(loss_sum) / interval if at_ckpt else None  # the only read-back
-            if timings:
-                timings.write(
-                    json.dumps(
-                        {
-                            "step": step,
-                            "step_time_s": round(dt, 5),
-                            "data_wait_s": round(wait, 5),
-                            "samples_per_s": round(cfg.global_batch_size / dt, 2),
-                            "loss": None if mean_loss is None else round(mean_loss, 5),
-                        }
-                    )
-                    + "\n"
-                )
+            timings.row(step, dt, wait, samples=cfg.global_batch_size, loss=mean_loss)
             if not at_ckpt:
                 continue
             loss_sum.zero_()
+            timings.flush()
             ckpt_time = clock()
             log.end("block_stop", "training_step", {"samples_count": samples}, time_ms=ckpt_time)
             if rt.is_rank0:
@@ -254,102 +231,60 @@ def run(rt) -> tuple[bool, dict | None]:
                     )
             if passed and points >= 2:
                 break
-            if samples >= cfg.train_samples_cap or _stop(rt):
+            # Agreed by all ranks; checked at UNet checkpoints only, so on GPUs too (every_on_gpu=1).
+            if samples >= cfg.train_samples_cap or rt.should_stop(step, every_on_gpu=1):
                 break
-            every = cfg.resumable_checkpoint_interval_steps
-            if every and step - last_resumable >= every:
-                _save(ck, rt, unet, opt, scaler, gen, step, samples, points, paused, passed)
-                last_resumable = step
+            if ck.due(step):
+                ck.save(step, _state(unet, opt, gen), _counters(samples, points, paused, passed, scaler))
             log.start("block_start", "training_step", {"samples_count": samples}, time_ms=clock())
     finally:
-        if timings:
-            timings.close()
+        timings.close()
     if passed:
         log.run_stop(True, {"step_num": passed[2]}, time_ms=passed[1])
         return True, None
     return False, None
 
 
-# ---- resumable run checkpoints (harness/train/checkpoint.py; `mlperf run --resume`) ---------------
+# ---- resumable run checkpoints (harness/train/run_checkpoint.py; `mlperf run --resume`) -----------
 # Taken at a UNet checkpoint once its scoring is logged, before the next block_start, so the log
 # offset is consistent: the resumed run starts by logging that block_start. Saved: the UNet, AdamW
-# (this rank's shard under ZeroRedundancyOptimizer), the grad scaler, the noise generator, every
-# global RNG, and the run's counters (step, samples, scored points, first passing checkpoint, the
-# scoring time taken out of the clock so far). The data position is the step: the stream is a pure
-# function of the seed, and the resumed run skips the step x GA micro-batches already trained on.
-# Timing stays honest: run_start is the original one and only the scoring time recorded in the
-# checkpoint is subtracted, so the time lost to the interruption counts as training time.
-
-
-def _checkpointer(rt):
-    from harness.train import checkpoint
-
-    if rt.world_size > 1:
-        import torch.distributed as dist
-
-        barrier = dist.barrier
-    else:
-        barrier = None
-    return checkpoint.Checkpointer(
-        Path(rt.plan.run_dir) / "checkpoints", rt.rank, rt.world_size, barrier=barrier
-    )
+# (this rank's shard under ZeroRedundancyOptimizer), the grad scaler, the noise generator, and the
+# run's counters (step, samples, scored points, first passing checkpoint, the scoring time taken
+# out of the clock so far); every global RNG: RunCheckpointer. The data position is the step: the
+# stream is a pure function of the seed, and the resumed run skips the step x GA micro-batches
+# already trained on. Timing stays honest: run_start is the original one and only the scoring time
+# recorded in the checkpoint is subtracted, so the time lost to the interruption counts as training.
 
 
 def _local_opt(opt):
     return getattr(opt, "optim", opt)  # ZeroRedundancyOptimizer: this rank's shard
 
 
-def _save(ck, rt, unet, opt, scaler, gen, step, samples, points, paused, passed) -> None:
-    from harness.train import checkpoint
-
-    state = {
+def _state(unet, opt, gen) -> dict:
+    return {
         "unet": unet.state_dict(),
         "optimizer": _local_opt(opt).state_dict(),
         "noise_rng": gen.get_state(),
-        "rng": checkpoint.capture_rng(),
     }
-    meta = {
-        "step": step,
+
+
+def _counters(samples, points, paused, passed, scaler) -> dict:
+    """The run-wide part of a checkpoint (JSON, in its manifest)."""
+    return {
         "samples": samples,
         "points": points,
         "paused_ms": int(paused),
         "passed": list(passed) if passed else None,
         "scaler": scaler.state_dict() if scaler else None,
     }
-    if rt.is_rank0:
-        meta["log_offset"] = Path(rt.plan.log_path).stat().st_size
-    ck.save(step, state, meta=meta, rank_meta={"step": step})
 
 
-def _resume(ck, rt, unet, opt, scaler, gen) -> dict:
-    from harness.core.errors import HarnessError
-    from harness.train import checkpoint
-
-    try:
-        state, manifest = ck.load(Path(rt.plan.resume_from))
-    except checkpoint.CheckpointError as e:
-        raise HarnessError(f"cannot resume: {e}", exit_code=2) from None
+def _load(state: dict, meta: dict, unet, opt, scaler, gen) -> None:
     try:
         unet.load_state_dict(state["unet"])
     except RuntimeError as e:
         raise HarnessError(f"cannot resume: checkpoint does not fit the UNet ({str(e)[:200]})", 2) from None
     _local_opt(opt).load_state_dict(state["optimizer"])
-    meta = manifest["meta"]
     if scaler and meta.get("scaler"):
         scaler.load_state_dict(meta["scaler"])
     gen.set_state(state["noise_rng"])
-    checkpoint.restore_rng(state["rng"])
-    if rt.is_rank0:
-        print(f"resumed from {rt.plan.resume_from} at step {meta['step']}", flush=True)
-    return meta
-
-
-def _stop(rt) -> bool:
-    """A signal on any rank stops all of them at the same checkpoint."""
-    if rt.world_size == 1:
-        return rt.stop_requested
-    import torch.distributed as dist
-
-    flag = torch.tensor([1.0 if rt.stop_requested else 0.0], device=rt.device)
-    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-    return bool(flag.item())

@@ -3,15 +3,10 @@ from the harness's own planner, and the official checker with the tiny rules (te
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import helpers
-from helpers import REPO, events, official_check  # noqa: F401  (the gpt3 tests import them from here)
-
-
-def env() -> dict:
-    return dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore", PYTHONPATH=str(REPO))
+from helpers import REPO, env, events, official_check  # noqa: F401  (the gpt3 tests import them from here)
 
 
 def make_plan(tmp_path: Path, data_dir: Path, seed: int, nproc: int | None = None, sets=()):

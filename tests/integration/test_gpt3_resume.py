@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from gpt3_helpers import REPO, env, events, official_check, prepared_data_dir
-from helpers import kill_tree, mlperf_argv
+from helpers import kill_tree, mlperf_argv, one_run_args, resume_run
 
 from harness.core.mllog_reader import read_events
 
@@ -25,23 +25,9 @@ def data_dir(tmp_path_factory):
 def _start_tp2_run(results: Path, data_dir: Path, seed: int) -> subprocess.Popen:
     """`mlperf run gpt3` with 2 ranks (TP=2) under torchrun, in the background."""
     argv = mlperf_argv(
-        "run",
-        "gpt3",
-        "--system",
-        "cpu-local",
-        "--nproc-per-node",
-        "2",
-        "--set",
-        "tensor_model_parallel_size=2",
-        "--runs",
-        "1",
-        "--seed",
-        str(seed),
-        "--results-dir",
-        str(results),
-        "--data-dir",
-        str(data_dir),
-        "--json",
+        *one_run_args(
+            "gpt3", results, data_dir, seed, "--nproc-per-node", "2", "--set", "tensor_model_parallel_size=2"
+        )
     )
     return subprocess.Popen(
         argv, cwd=REPO, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -77,17 +63,8 @@ def test_kill9_mid_training_then_resume(tmp_path, data_dir):
     assert org_results == []  # an interrupted run is never claimed: it never looks complete
     pre = [e for e in events(log) if e["key"] == "eval_accuracy"]
 
-    r = subprocess.run(
-        mlperf_argv("run", "gpt3", "--resume", str(run), "--json"),
-        cwd=REPO,
-        env=env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-    doc = json.loads(r.stdout)
-    assert doc["runs"][0]["status"] == "success" and doc["runs"][0]["result_file"].endswith("result_0.txt")
+    run_record = resume_run("gpt3", run)
+    assert run_record["status"] == "success" and run_record["result_file"].endswith("result_0.txt")
 
     ev = events(log)
     keys = [e["key"] for e in ev]

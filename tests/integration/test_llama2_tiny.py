@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import events, official_check
+from helpers import events, official_check, one_run_args
 
 from benchmarks import get
 
@@ -20,22 +20,7 @@ def data(tmp_path_factory):
 
 def _run_one(mlperf, results: Path, data: Path, seed: int, *extra: str) -> dict:
     """`mlperf run llama2_70b_lora --system cpu-local --runs 1 ...`: its one run, which succeeded."""
-    r = mlperf(
-        "run",
-        "llama2_70b_lora",
-        "--system",
-        "cpu-local",
-        *extra,
-        "--runs",
-        "1",
-        "--seed",
-        str(seed),
-        "--results-dir",
-        str(results),
-        "--data-dir",
-        str(data),
-        "--json",
-    )
+    r = mlperf(*one_run_args("llama2_70b_lora", results, data, seed, *extra))
     assert r.returncode == 0, r.stderr[-3000:]
     run = json.loads(r.stdout)["runs"][0]
     assert run["status"] == "success"

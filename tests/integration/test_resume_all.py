@@ -6,16 +6,11 @@ checker with the tiny rules: one run_start, one run_stop, one harness_resumed.""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 
 import pytest
-from helpers import REPO, events, kill_tree, mlperf_argv, official_check
-
-
-def _env() -> dict:
-    return dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore", PYTHONPATH=str(REPO))
+from helpers import REPO, env, events, kill_tree, mlperf_argv, official_check, one_run_args, resume_run
 
 
 # Seeds of the benchmarks' own tiny tests (calibrated to reach the target early).
@@ -29,23 +24,9 @@ def _env() -> dict:
 )
 def test_kill9_after_first_checkpoint_then_resume(tmp_path, bench, seed):
     results = tmp_path / "results"
-    argv = mlperf_argv(
-        "run",
-        bench,
-        "--system",
-        "cpu-local",
-        "--runs",
-        "1",
-        "--seed",
-        str(seed),
-        "--results-dir",
-        str(results),
-        "--data-dir",
-        str(tmp_path / "data"),
-        "--json",
-    )
+    argv = mlperf_argv(*one_run_args(bench, results, tmp_path / "data", seed))
     cli = subprocess.Popen(
-        argv, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        argv, cwd=REPO, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     runs = results / "runs" / bench / "cpu-local"
     deadline = time.monotonic() + 240
@@ -66,17 +47,8 @@ def test_kill9_after_first_checkpoint_then_resume(tmp_path, bench, seed):
     log = run / "mlperf.log"
     assert b'"run_stop"' not in log.read_bytes()
 
-    r = subprocess.run(
-        mlperf_argv("run", bench, "--resume", str(run), "--json"),
-        cwd=REPO,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-    doc = json.loads(r.stdout)
-    assert doc["runs"][0]["status"] == "success", doc
+    run_record = resume_run(bench, run)
+    assert run_record["status"] == "success", run_record
 
     ev = events(log)
     keys = [e["key"] for e in ev]

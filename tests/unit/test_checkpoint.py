@@ -143,19 +143,14 @@ def test_load_never_unpickles_arbitrary_objects(tmp_path):
         c.load(path)
 
 
-def test_two_ranks_one_manifest(tmp_path):
-    """Ranks as threads with a real barrier: one manifest with both files' checksums."""
+def _two_ranks(body) -> None:
+    """`body(rank, barrier)` in two threads, as two ranks meeting at a real barrier."""
     bar = threading.Barrier(2)
     errors = []
 
     def rank(r):
         try:
-            c = ck.Checkpointer(tmp_path, rank=r, world_size=2, barrier=bar.wait)
-            for s in (3, 6, 9):
-                c.save(s, {"w": torch.full((4,), float(r * 100 + s))}, meta={"step": s}, rank_meta={"r": r})
-            state, man = c.load(c.latest().path)
-            assert state["w"][0].item() == r * 100 + 9
-            assert man["ranks"][str(r)] == {"r": r}
+            body(r, bar.wait)
         except Exception as e:  # noqa: BLE001
             errors.append(e)
             bar.abort()
@@ -166,8 +161,68 @@ def test_two_ranks_one_manifest(tmp_path):
     for t in threads:
         t.join()
     assert not errors, errors
+
+
+def test_two_ranks_one_manifest(tmp_path):
+    """Ranks as threads with a real barrier: one manifest with both files' checksums."""
+
+    def rank(r, barrier):
+        c = ck.Checkpointer(tmp_path, rank=r, world_size=2, barrier=barrier)
+        for s in (3, 6, 9):
+            c.save(s, {"w": torch.full((4,), float(r * 100 + s))}, meta={"step": s}, rank_meta={"r": r})
+        state, man = c.load(c.latest().path)
+        assert state["w"][0].item() == r * 100 + 9
+        assert man["ranks"][str(r)] == {"r": r}
+
+    _two_ranks(rank)
     man = ck.verify(ck.step_dir(tmp_path, 9), world_size=2)
     assert sorted(man["files"]) == [ck.rank_file(0), ck.rank_file(1)]
     assert [s for s, _ in ck.list_steps(tmp_path)] == [6, 9]
     with pytest.raises(ck.CheckpointError, match="2 ranks"):
         ck.verify(ck.step_dir(tmp_path, 9), world_size=4)
+
+
+def test_hash_share_splits_every_file_once_balanced_by_size():
+    files = {"rank_00000.pt": 10, "rank_00001.pt": 10, "sharded/a": 100, "sharded/b": 60, "sharded/c": 50}
+    shares = [ck.hash_share(files, r, 2) for r in (0, 1)]
+    assert shares == [["rank_00000.pt", "sharded/a"], ["rank_00001.pt", "sharded/b", "sharded/c"]]
+
+
+def test_sharded_writer_two_ranks_one_manifest_hashed_by_both(tmp_path):
+    """Each rank writes its rank file and its part of a sharded checkpoint; the manifest lists and
+    hashes all of them (each rank its share), and a corrupt shard is caught."""
+
+    def rank(r, barrier):
+        c = ck.Checkpointer(tmp_path, rank=r, world_size=2, barrier=barrier)
+        for s in (1, 2):
+            data = bytes([r, s]) * 1000
+            c.save(
+                s,
+                {"rng": torch.tensor([r])},
+                {"step": s},
+                write=lambda f, d=data: (f / f"shard_{r}.bin").write_bytes(d),
+            )
+
+    _two_ranks(rank)
+    newest = ck.step_dir(tmp_path, 2)
+    man = ck.verify(newest, world_size=2)
+    assert sorted(man["files"]) == [
+        "rank_00000.pt",
+        "rank_00001.pt",
+        "sharded/shard_0.bin",
+        "sharded/shard_1.bin",
+    ]
+    assert sorted(p.name for p in newest.iterdir()) == [
+        "manifest.json",
+        "rank_00000.pt",
+        "rank_00001.pt",
+        "sharded",
+    ]
+    shard = newest / "sharded" / "shard_1.bin"
+    shard.write_bytes(b"\xff" + shard.read_bytes()[1:])
+    sizes = {n: i["bytes"] for n, i in man["files"].items()}
+    owner = next(r for r in (0, 1) if "sharded/shard_1.bin" in ck.hash_share(sizes, r, 2))
+    with pytest.raises(ck.CheckpointError, match="shard_1.bin: sha256 mismatch"):
+        ck.verify(newest, 2, share=(owner, 2))
+    ck.verify(newest, 2, share=(1 - owner, 2))  # the other rank's share does not include it
+    assert ck.latest_good(tmp_path, 2).step == 1
