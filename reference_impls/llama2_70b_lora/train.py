@@ -87,10 +87,7 @@ def build(rt, cfg, mesh: Mesh):
         M.shard_fsdp(model, mesh.fsdp_mesh, dtype)
         model.to_empty(device=device)
         M.load_base_weights(model, model_dir)
-        torch.manual_seed(plan.seed)
-        for m in model.modules():
-            if hasattr(m, "reset_lora_parameters"):
-                m.reset_lora_parameters("default", True)
+        M.init_lora_sharded(model, plan.seed)
     else:
         model.to(device)
     M.reset_rope(model, device)
