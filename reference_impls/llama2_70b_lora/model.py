@@ -206,6 +206,28 @@ def apply_lora(model: nn.Module, cfg) -> nn.Module:
     return get_peft_model(model, lora)
 
 
+def init_lora_sharded(model: nn.Module, seed: int) -> None:
+    """peft's LoRA init (A kaiming-uniform, a = sqrt 5; B zero) after FSDP sharding: each rank
+    draws the whole A from `seed` and keeps its shard. (`reset_lora_parameters` on the DTensors
+    draws every rank's shard from the same CPU generator state: identical row blocks, an
+    effective rank of r / world on CPU.)"""
+    import math
+
+    from torch.distributed.tensor import distribute_tensor
+
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for m in model.modules():
+            if not hasattr(m, "reset_lora_parameters"):
+                continue
+            for a, b in zip(m.lora_A.values(), m.lora_B.values()):
+                full = torch.empty(a.weight.shape, dtype=a.weight.dtype)
+                nn.init.kaiming_uniform_(full, a=math.sqrt(5))
+                shard = distribute_tensor(full, a.weight.device_mesh, a.weight.placements, src_data_rank=None)
+                a.weight.to_local().copy_(shard.to_local())
+                b.weight.zero_()
+
+
 def convert_fp8(model: nn.Module) -> None:
     """FP8 matmuls for the frozen base linears (torchao float8 training; CUDA with SM >= 8.9)."""
     if not torch.cuda.is_available():

@@ -18,10 +18,10 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from harness.core.errors import ConfigError, HarnessError
+from harness.core.errors import ConfigError
 from harness.train.run_checkpoint import RunCheckpointer
 from harness.train.timings import Timings
-from reference_impls.llama2_70b_lora import data
+from reference_impls.llama2_70b_lora import data, dist_ckpt
 from reference_impls.llama2_70b_lora import model as M
 
 # What the log header lists after global_batch_size and gradient_accumulation_steps (rt.hyperparameters).
@@ -87,10 +87,7 @@ def build(rt, cfg, mesh: Mesh):
         M.shard_fsdp(model, mesh.fsdp_mesh, dtype)
         model.to_empty(device=device)
         M.load_base_weights(model, model_dir)
-        torch.manual_seed(plan.seed)
-        for m in model.modules():
-            if hasattr(m, "reset_lora_parameters"):
-                m.reset_lora_parameters("default", True)
+        M.init_lora_sharded(model, plan.seed)
     else:
         model.to(device)
     M.reset_rope(model, device)
@@ -179,8 +176,13 @@ def run(rt) -> bool:
         weight_decay=cfg.opt_adamw_weight_decay,
     )
     target = plan.target["eval_loss"]
-    ck = RunCheckpointer(rt, cfg.checkpoint_interval_steps)
-    resumed = ck.resume(lambda state, meta: _load(state, model, opt))
+    # Resumable checkpoints (`mlperf run --resume`), taken at eval slots after whatever the slot
+    # logs (the next block_start is in the log: a resumed run logs nothing before its next step).
+    # LoRA weights + AdamW state: torch.distributed.checkpoint, each rank its shards (dist_ckpt.py);
+    # the rank files: RNGs (LoRA dropout). The frozen base is re-read from the safetensors, the data
+    # position is the step (BatchOrder is a pure function of it), the LR is lr_at(step).
+    ck = RunCheckpointer(rt, cfg.checkpoint_interval_steps, sharded=dist_ckpt.RunState(model, opt))
+    resumed = ck.resume()
     first_step = resumed["step"] if resumed else 0
     log.event("train_samples", n_train)
     log.event("eval_samples", n_eval)
@@ -250,7 +252,7 @@ def run(rt) -> bool:
             if slot:
                 timings.flush()
                 if ck.due(step + 1):
-                    ck.save(step + 1, _state(model, opt), {"samples_count": samples})
+                    ck.save(step + 1, None, {"samples_count": samples})
         if not success:
             log.end("block_stop", metadata={"samples_count": samples})
             log.run_stop(False, metadata={"samples_count": samples})
@@ -258,58 +260,3 @@ def run(rt) -> bool:
         timings.close()
     rt.extra.update(samples=samples, run_s=time.perf_counter() - t_run)
     return success
-
-
-# ---- resumable run checkpoints (harness/train/run_checkpoint.py; `mlperf run --resume`) -----------
-# Taken at eval slots (skipped or not) after whatever the slot logs, i.e. with the next block's
-# block_start already in the log: the resumed run logs nothing before its next step. Saved: the
-# LoRA weights only (the frozen base is re-loaded from the prepared safetensors) and the AdamW
-# state (RNGs, for LoRA dropout: RunCheckpointer); the data position is the step (BatchOrder is a
-# pure function of it) and the LR is lr_at(step). FSDP shards (DTensors) are stored as this rank's
-# local shard.
-
-
-def _is_dtensor(t) -> bool:
-    return hasattr(t, "to_local") and hasattr(t, "device_mesh")
-
-
-def _local(obj):
-    if isinstance(obj, torch.Tensor):
-        return (obj.to_local() if _is_dtensor(obj) else obj).detach().cpu()
-    if isinstance(obj, dict):
-        return {k: _local(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_local(v) for v in obj)
-    return obj
-
-
-def _trainable(model) -> dict[str, torch.nn.Parameter]:
-    return {n: p for n, p in model.named_parameters() if p.requires_grad}
-
-
-def _state(model, opt) -> dict:
-    return {"lora": _local(_trainable(model)), "optimizer": _local(opt.state_dict())}
-
-
-def _load(state: dict, model, opt) -> None:
-    """Put this rank's LoRA weights and AdamW state of a checkpoint into the model/optimizer."""
-    params = _trainable(model)
-    saved = state["lora"]
-    if set(saved) != set(params) or any(
-        tuple(saved[n].shape) != tuple(_local(p).shape) for n, p in params.items()
-    ):
-        raise HarnessError("cannot resume: the checkpoint's LoRA weights do not fit the model", exit_code=2)
-    with torch.no_grad():
-        for n, p in params.items():
-            (p.to_local() if _is_dtensor(p) else p).copy_(saved[n])
-    sd = state["optimizer"]
-    plist = [p for g in opt.param_groups for p in g["params"]]
-    for i, st in sd["state"].items():
-        p = plist[int(i)]
-        if _is_dtensor(p):
-            from torch.distributed.tensor import DTensor
-
-            for k, v in list(st.items()):
-                if isinstance(v, torch.Tensor) and v.dim() > 0:
-                    st[k] = DTensor.from_local(v.to(p.device), p.device_mesh, p.placements)
-    opt.load_state_dict(sd)

@@ -273,3 +273,45 @@ def test_eval_splits_rows_over_dp_ranks_with_equal_forward_counts():
     (full, n1), (r0, n_r0), (r1, n_r1) = ev(1, 0), ev(2, 0), ev(2, 1)
     assert n1 == 3 and n_r0 == n_r1 == 2  # rank 1 pads its single row with a weight-0 forward
     assert 2 * r0 + r1 == pytest.approx(3 * full, rel=1e-6)
+
+
+def test_dcp_run_state_round_trip_in_one_process_and_a_misfit_is_one_line(tmp_path):
+    """dist_ckpt without a process group: LoRA weights and AdamW moments/step come back exactly
+    (written with activation checkpointing's wrapper names, read without: canonical names); a
+    checkpoint of another LoRA rank is one HarnessError line, exit 2."""
+    import torch
+
+    from harness.core.errors import HarnessError
+    from reference_impls.llama2_70b_lora import dist_ckpt
+    from reference_impls.llama2_70b_lora import model as M
+
+    def lora(seed, **kw):
+        cfg = Llama2LoraConfig(**{**TINY, **kw})
+        torch.manual_seed(seed)
+        model = M.apply_lora(M.build_base(cfg), cfg)
+        return model, torch.optim.AdamW(M.trainable_parameters(model), lr=1e-3)
+
+    model, opt = lora(0)
+    M.enable_activation_checkpointing(model)
+    for _ in range(2):
+        model(input_ids=torch.randint(0, 64, (2, 16))).logits.sum().backward()
+        opt.step()
+        opt.zero_grad()
+    dist_ckpt.RunState(model, opt).write(tmp_path)
+    assert {p.name for p in tmp_path.iterdir()} == {".metadata", "__0_0.distcp"}
+    back, back_opt = lora(1)
+    dist_ckpt.RunState(back, back_opt).read(tmp_path)
+    pairs = list(zip(M.trainable_parameters(model), M.trainable_parameters(back)))
+    assert len(pairs) == 4 * 2
+    for p, q in pairs:
+        assert torch.equal(p, q)
+        a, b = opt.state[p], back_opt.state[q]
+        assert all(torch.equal(a[k], b[k]) for k in ("exp_avg", "exp_avg_sq", "step"))
+    assert back_opt.state[pairs[0][1]]["step"] == 2
+
+    other, other_opt = lora(0, lora_rank=8)
+    with pytest.raises(
+        HarnessError, match=r"cannot resume: .* does not fit this model \(ValueError: Size"
+    ) as e:
+        dist_ckpt.RunState(other, other_opt).read(tmp_path)
+    assert e.value.exit_code == 2 and "\n" not in str(e.value)
