@@ -75,6 +75,9 @@ class Switch:
     """Other switches that must be on (not at their `off`) for this one to act."""
     min_degree: tuple[tuple[str, int], ...] = ()
     """Layout degrees it needs, e.g. (("tp", 2),): sequence parallelism splits over TP ranks."""
+    off_max_degree: tuple[tuple[str, int], ...] = ()
+    """Layout degrees `off` is wrong beyond, e.g. (("world_size", 1),): llama2 without FSDP has no
+    other gradient sync, so two ranks would each train their own copy."""
 
 
 class BenchmarkConfig(Strict):

@@ -112,7 +112,8 @@ class Llama2LoraConfig(BenchmarkConfig):
     activation_checkpointing: bool = True
     """Recompute each decoder layer in backward (needed for 8k tokens at 70B)."""
     fsdp: bool = True
-    """Shard the base weights over all ranks with torch FSDP2 (fully_shard); no-op for one rank."""
+    """Shard the base weights over all ranks with torch FSDP2 (fully_shard); no-op for one rank.
+    Off is refused above one rank: FSDP is the implementation's only gradient sync."""
     compile: bool = False
     """torch.compile each decoder layer (GPU only)."""
 
@@ -123,7 +124,11 @@ class Llama2LoraConfig(BenchmarkConfig):
         ),
         "compile": Switch(("gpu",), "torch.compile of the decoder layers is set up for CUDA only"),
         "activation_checkpointing": Switch(("cpu", "gpu"), ""),
-        "fsdp": Switch(("cpu", "gpu"), ""),
+        "fsdp": Switch(
+            ("cpu", "gpu"),
+            "FSDP is the only gradient sync; without it each rank would train its own copy",
+            off_max_degree=(("world_size", 1),),
+        ),
         "context_parallel_size": Switch(
             ("gpu",), "torch's ring attention has no CPU SDPA kernel to shard", off=1
         ),

@@ -29,10 +29,18 @@ def check(bench: str, cfg, provenance: dict[str, str], system_name: str, kind: s
     switches = type(cfg).SWITCHES
     for name, sw in switches.items():
         value = getattr(cfg, name)
-        if value == sw.off:
-            continue
         set_ = f"{name}={_show(value)}"
         src = provenance.get(name, "default")
+        if value == sw.off:
+            for degree, most in sw.off_max_degree:
+                have = getattr(layout, degree)
+                if have > most:
+                    what = "ranks" if degree == "world_size" else degree.upper()
+                    raise ConfigError(
+                        f"{set_} ({src}) cannot run with {what} {have} (at most {most}: {sw.why}); "
+                        f"leave {name} on or use {what} {most}"
+                    )
+            continue
         undo = f"--set {name}={_show(sw.off)}"
         if not sw.on:
             raise ConfigError(

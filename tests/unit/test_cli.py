@@ -74,6 +74,10 @@ BAD = [
         "does not divide the world size 1",
     ),
     (["run", "gpt3", "--set", "fp8=true", "--dry-run"], "needs a GPU"),
+    (  # without FSDP, llama2 has no gradient sync: two ranks would train two models
+        ["run", "llama2_70b_lora", "--system", "dgx-h100x8", "--set", "fsdp=false", "--dry-run"],
+        "fsdp=false (--set) cannot run with ranks 64",
+    ),
     (["systems", "show", "nope"], "unknown system"),
 ]
 
