@@ -34,7 +34,7 @@ EXTRAS = {
     "llm": TRAIN + ["transformers>=5.0,<6", "peft>=0.21,<0.22", "accelerate>=1.0"],
     "gnn": TRAIN + ["torch-geometric>=2.8,<2.9"],
     "sd": TRAIN + ["diffusers>=0.42,<0.43", "transformers>=5.0,<6", "scikit-learn>=1.4"],
-    "test": ["pytest>=8", "ruff>=0.6"],
+    "test": ["pytest>=8", "pytest-xdist>=3.5", "ruff>=0.6"],
     # GPU hosts only (needs a CUDA torch and --no-build-isolation); never in the CPU env:
     # an installed-but-broken transformer_engine makes `import megatron.core` fail.
     "gpu": ["transformer-engine[pytorch]>=2.9.0a0,<2.12.0"],

@@ -131,3 +131,65 @@ def kill_tree(root: int) -> list[int]:
             pass
     psutil.wait_procs([top, *kids], timeout=10)
     return [p.pid for p in kids]
+
+
+def kill_after_first_checkpoint(
+    argv: list[str], runs: Path, deadline_s: float = 600
+) -> tuple[Path, list[int]]:
+    """Start `mlperf run ...` (argv) in the background, kill -9 its whole process tree as soon as
+    the first checkpoint's manifest is in the run folder under `runs`; returns that folder and the
+    killed descendants' pids. The run must still be going then (a run that finished first proves
+    nothing about resume), and its log must not be finalized."""
+    import time
+
+    cli = subprocess.Popen(
+        argv, cwd=REPO, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline, run = time.monotonic() + deadline_s, None
+    try:
+        while time.monotonic() < deadline and cli.poll() is None:
+            dirs = list(runs.glob("*")) if runs.exists() else []
+            run = dirs[0] if dirs else None
+            if run and list((run / "checkpoints").glob("step_*/manifest.json")):
+                break
+            time.sleep(0.02)
+        assert cli.poll() is None, cli.communicate()
+        killed = kill_tree(cli.pid)
+        cli.communicate(timeout=30)
+    finally:
+        if cli.poll() is None:
+            kill_tree(cli.pid)
+    assert b'"run_stop"' not in (run / "mlperf.log").read_bytes()
+    return run, killed
+
+
+def killed_and_resumed(benchmark: str, results: Path, data_dir: Path, seed: int, *extra: str) -> Path:
+    """`mlperf run BENCHMARK --runs 1` killed (kill -9, whole tree) right after its first
+    checkpoint, then `mlperf run BENCHMARK --resume RUN_DIR` to the target. Checks what every
+    resumed run must show and returns the run folder: one run_start, one run_stop (success), one
+    harness_resumed after run_start with the lost time; no evaluation logged twice; every
+    evaluation the kill discarded comes out the same after the resume (same data, optimizer,
+    schedule and RNG state; rel 1e-5 for fp32 on CPU)."""
+    import pytest
+
+    from benchmarks import get
+
+    name = get(benchmark).name
+    argv = mlperf_argv(*one_run_args(benchmark, results, data_dir, seed, *extra))
+    run, _ = kill_after_first_checkpoint(argv, results / "runs" / name / "cpu-local")
+    record = resume_run(benchmark, run)
+    assert record["status"] == "success", record
+    ev = events(run / "mlperf.log")
+    keys = [e["key"] for e in ev]
+    assert keys.count("run_start") == keys.count("run_stop") == keys.count("harness_resumed") == 1
+    assert ev[keys.index("run_stop")]["metadata"]["status"] == "success"
+    assert keys.index("run_start") < keys.index("harness_resumed")
+    assert ev[keys.index("harness_resumed")]["metadata"]["lost_ms"] > 0
+    evals = {json.dumps(e["metadata"], sort_keys=True): e["value"] for e in ev if e["key"] == "eval_accuracy"}
+    assert len(evals) == keys.count("eval_accuracy")
+    resume = json.loads((run / "resume.json").read_text())["resumes"][-1]
+    discarded = events(run / resume["discarded_file"]) if resume["discarded_file"] else []
+    for e in discarded:
+        if e["key"] == "eval_accuracy":
+            assert evals[json.dumps(e["metadata"], sort_keys=True)] == pytest.approx(e["value"], rel=1e-5)
+    return run

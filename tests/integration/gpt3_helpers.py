@@ -29,3 +29,41 @@ def prepared_data_dir(tmp_path_factory) -> Path:
 
 def train(plan, nproc: int = 1, timeout: float = 600):
     return helpers.run_entry("reference_impls.gpt3", plan, nproc=nproc, timeout=timeout, env=env())
+
+
+def check_tiny_run(run_dir: Path) -> None:
+    """What a successful tiny gpt3 run's folder must hold: the prologue before run_start, evals at
+    every `eval_interval` steps down to the target, one block per eval, a log that passes the
+    official checker, and one timings row per step (loss at the eval points)."""
+    import json
+
+    from harness.core.runplan import RunPlan
+
+    plan = RunPlan.load(Path(run_dir) / "plan.json")
+    ev = events(plan.log_path)
+    keys = [e["key"] for e in ev]
+    # Prologue order (harness/core/mllog.py) and the gpt3 keys of closed_gpt3.yaml.
+    assert keys.index("submission_division") < keys.index("init_stop") < keys.index("run_start")
+    for k in (
+        "train_samples",
+        "eval_samples",
+        "init_checkpoint_step",
+        "opt_learning_rate_decay_steps",
+        "opt_weight_decay",
+        "gradient_accumulation_steps",
+        "max_sequence_length",
+    ):
+        assert keys.index(k) < keys.index("init_stop"), k
+    acc = [e for e in ev if e["key"] == "eval_accuracy"]
+    seq, gbs = plan.config["max_sequence_length"], plan.config["global_batch_size"]
+    every = -(-plan.config["eval_interval_samples"] // gbs)
+    assert [e["metadata"]["epoch_num"] for e in acc] == [every * gbs * seq * (i + 1) for i in range(len(acc))]
+    assert acc[-1]["value"] <= plan.target["log_perplexity"] < acc[0]["value"]
+    assert ev[-1]["key"] == "run_stop" and ev[-1]["metadata"]["status"] == "success"
+    assert keys.count("block_start") == keys.count("block_stop") == len(acc)
+    c = official_check(plan.log_path)
+    assert c.returncode == 0, c.stdout + c.stderr
+    rows = [json.loads(x) for x in (Path(run_dir) / "timings.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == list(range(1, len(rows) + 1)) and len(rows) == every * len(acc)
+    assert all(r["step_time_s"] > 0 and r["max_rss_mb"] > 0 for r in rows)
+    assert [r["step"] for r in rows if r["loss"] is not None] == [every * (i + 1) for i in range(len(acc))]

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+from gpt3_helpers import check_tiny_run
 
 from harness.review.results.parse import read_run
 
@@ -34,6 +35,7 @@ def test_three_tiny_runs_reach_target_score_and_pass_check(mlperf, tmp_path, dat
     doc = json.loads(r.stdout)
     assert doc["status"] == "success" and len(doc["runs"]) == 3
     target = doc["target"]["log_perplexity"]
+    check_tiny_run(doc["runs"][0]["run_dir"])  # the log and timings of one run, in detail
     for run in doc["runs"]:
         assert run["status"] == "success"
         assert run["quality"]["log_perplexity"] <= target
