@@ -88,7 +88,7 @@ class Gpt3Config(BenchmarkConfig):
 
     # ---- performance switches (where each is honoured: SWITCHES below) ------------------------
     distributed_optimizer: bool = False
-    """Shard optimizer state over DP ranks (megatron distributed optimizer)."""
+    """Shard the fp32 master weights and Adam moments over DP ranks (megatron distributed optimizer)."""
     sequence_parallel: bool = False
     """Megatron sequence parallelism: activations outside attention/MLP split over the TP ranks (TP >= 2)."""
     tp_comm_overlap: bool = False
@@ -105,14 +105,10 @@ class Gpt3Config(BenchmarkConfig):
     SWITCHES: ClassVar[dict[str, Switch]] = {
         "fp8": Switch(("gpu",), "Transformer Engine FP8 (hybrid e4m3/e5m2) needs CUDA"),
         "cuda_graphs": Switch(("gpu",), "megatron's per-layer CUDA graphs need CUDA and Transformer Engine"),
-        # TODO(gpt3layouts): CPU-honoured once the gloo path for these three lands (issue 12).
-        "distributed_optimizer": Switch(("gpu",), "megatron's distributed optimizer is not yet wired on CPU"),
-        "sequence_parallel": Switch(
-            ("gpu",), "sequence parallelism is not yet wired on CPU", min_degree=(("tp", 2),)
-        ),
-        "overlap_param_gather": Switch(
-            ("gpu",), "its param all-gather is not yet wired on CPU", needs=("distributed_optimizer",)
-        ),
+        # On CPU through reference_impls/gpt3/cpu_compat.py under gloo (tests/integration/test_gpt3_tp2.py).
+        "distributed_optimizer": Switch(("cpu", "gpu"), ""),
+        "sequence_parallel": Switch(("cpu", "gpu"), "", min_degree=(("tp", 2),)),
+        "overlap_param_gather": Switch(("cpu", "gpu"), "", needs=("distributed_optimizer",)),
         "tp_comm_overlap": Switch(
             ("gpu",), "Transformer Engine userbuffers need CUDA", needs=("sequence_parallel",)
         ),
