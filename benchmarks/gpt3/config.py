@@ -33,6 +33,10 @@ class Gpt3Config(BenchmarkConfig):
     """Tokens per sequence (logged `max_sequence_length`; fixed at 2048 in the closed division)."""
     vocab_size: int = Field(50257, ge=8)
     """Vocabulary (C4 SentencePiece model at full size)."""
+    make_vocab_size_divisible_by: int = Field(128, ge=1)
+    """Embedding/output rows are padded to a multiple of this x TP, as Megatron-LM's flag of the
+    same name does (megatron-core itself needs the vocabulary divisible by TP): 50257 -> 50688 at
+    TP 4. The tiny size sets 1: its 256 tokens divide every TP, so one checkpoint fits all."""
     init_method_std: float = 0.006
     """Std of the normal weight init (megatron init_method_std; matters only where no checkpoint loads)."""
     dropout: float = 0.0

@@ -128,4 +128,11 @@ class RunState:
         save(self.model, self.optimizer, folder)
 
     def read(self, folder: Path) -> None:
-        load(self.model, self.optimizer, folder)
+        from megatron.core.dist_checkpointing.core import CheckpointingException
+
+        from harness.core.errors import USAGE, HarnessError
+
+        try:
+            load(self.model, self.optimizer, folder)
+        except CheckpointingException as e:  # e.g. written at another TP/PP (dp_reshardable)
+            raise HarnessError(f"cannot resume: {folder}: {str(e).splitlines()[0]}", USAGE) from None

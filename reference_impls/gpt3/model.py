@@ -11,8 +11,9 @@ graphs, TP comm overlap).
 Checkpoints: `tiny_state()` / `load_tiny_state()` move full (unsharded, TP=1 PP=1) tensors of the
 model and Adam moments in and out of a sharded model, slicing along each parameter's
 `partition_dim` for TP, renumbering layers for PP/VP and taking the distributed optimizer's DP
-range of the moments, so one `torch.load(weights_only=True)` file serves every tiny layout. Full
-size loads the reference checkpoint with megatron `dist_checkpointing` (`load_full_checkpoint`).
+range of the moments, so one `torch.load(weights_only=True)` file serves every tiny layout. The full
+size's reference checkpoint and every run checkpoint go through megatron `dist_checkpointing`
+(dist_ckpt.py).
 """
 
 from __future__ import annotations
@@ -90,6 +91,13 @@ def layer_spec(cfg, device: str):
     return specs.get_gpt_layer_local_spec()
 
 
+def padded_vocab(cfg, tp: int) -> int:
+    """Rows of the embedding and output layer: the vocabulary rounded up to a multiple of
+    make_vocab_size_divisible_by x TP (Megatron-LM's rule; the padded rows are never a target)."""
+    multiple = cfg.make_vocab_size_divisible_by * tp
+    return -(-cfg.vocab_size // multiple) * multiple
+
+
 def build(cfg, layout, device: str):
     """(model chunks wrapped in megatron DDP, optimizer, scheduler, TransformerConfig)."""
     from megatron.core import parallel_state as ps
@@ -114,7 +122,7 @@ def build(cfg, layout, device: str):
         m = GPTModel(
             tcfg,
             spec,
-            vocab_size=cfg.vocab_size,
+            vocab_size=padded_vocab(cfg, layout.tp),
             max_sequence_length=cfg.max_sequence_length,
             pre_process=ps.is_pipeline_first_stage(ignore_virtual=vp is None, vp_stage=vp_stage),
             post_process=ps.is_pipeline_last_stage(ignore_virtual=vp is None, vp_stage=vp_stage),
@@ -267,20 +275,6 @@ def load_tiny_state(model, optimizer, state: dict) -> None:
                     st[k] = (t if rng is None else t.reshape(-1)[rng]).clone()
                 st["step"] = torch.tensor(a["step"], dtype=torch.float32)
     optimizer.reload_model_params()  # fp32 master copies (bf16 runs) follow the loaded weights
-
-
-def load_full_checkpoint(model, optimizer, ckpt_dir: str) -> None:
-    """The reference checkpoint (megatron dist_checkpointing layout), resharded to this layout."""
-    from megatron.core import dist_checkpointing
-
-    sharded = {
-        f"model{i}" if len(model) > 1 else "model": m.module.sharded_state_dict() for i, m in enumerate(model)
-    }
-    sharded["optimizer"] = optimizer.sharded_state_dict(sharded, is_loading=True)
-    loaded = dist_checkpointing.load(sharded, ckpt_dir)
-    for i, m in enumerate(model):
-        m.module.load_state_dict(loaded[f"model{i}" if len(model) > 1 else "model"], strict=False)
-    optimizer.load_state_dict(loaded["optimizer"])
 
 
 def count_params(model) -> int:

@@ -35,22 +35,15 @@ def prepared_data_dir(tmp_path_factory, sets=()) -> Path:
 RECORD_SETS = ("tensor_model_parallel_size=2", "sequence_parallel=true", "distributed_optimizer=true")
 
 
-def mlperf_run_args(results: Path, data_dir: Path, seed: int, sets=RECORD_SETS) -> list[str]:
-    """`mlperf run gpt3` on cpu-local with 2 ranks, one run (argv after `mlperf`)."""
-    args = ["run", "gpt3", "--system", "cpu-local", "--nproc-per-node", "2", "--runs", "1"]
-    for s in sets:
-        args += ["--set", s]
-    return [*args, "--seed", str(seed), "--results-dir", str(results), "--data-dir", str(data_dir), "--json"]
-
-
 def record_layout_run(tmp_path_factory, data_dir: Path) -> dict:
     """`mlperf run gpt3 ... RECORD_SETS` to the target, seed 3, once per session (the layout test
     checks it; the resume test compares its interrupted run with it). Returns the CLI's JSON."""
     root = tmp_path_factory.getbasetemp() / "gpt3-record-layout"
     done = root / "run.json"
+    extra = ["--nproc-per-node", "2", *(a for s in RECORD_SETS for a in ("--set", s))]
     if not done.exists():
         r = subprocess.run(
-            helpers.mlperf_argv(*mlperf_run_args(root / "results", data_dir, seed=3)),
+            helpers.mlperf_argv(*helpers.one_run_args("gpt3", root / "results", data_dir, 3, *extra)),
             cwd=REPO, env=env(), capture_output=True, text=True, timeout=900,
         )  # fmt: skip
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]

@@ -49,6 +49,7 @@ FIELDS = {
         "activation_recompute": ("build:tcfg", "full"),
         "max_sequence_length": ("build:model", 32),
         "vocab_size": ("build:model", 128),
+        "make_vocab_size_divisible_by": ("build:model", 512),
         "opt_name": ("fixed", "sgd"),
         "opt_learning_rate_decay_schedule": ("fixed", "linear"),
         "opt_base_learning_rate": ("build:optim", 1e-3),
