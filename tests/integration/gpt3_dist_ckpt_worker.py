@@ -31,7 +31,8 @@ def config(**kw) -> Gpt3Config:
         num_layers=2, hidden_size=32, num_attention_heads=4, ffn_hidden_size=64, max_sequence_length=SEQ,
         vocab_size=VOCAB, global_batch_size=2 * MBS, micro_batch_size=MBS, opt_base_learning_rate=1e-2,
         reference_global_batch_size=2 * MBS, reference_warmup_steps=2, reference_decay_steps=20,
-        reference_checkpoint_step=5, precision="fp32", distributed_optimizer=True, **kw,
+        reference_checkpoint_step=5, precision="fp32", distributed_optimizer=True,
+        make_vocab_size_divisible_by=1, **kw,
     )  # fmt: skip
 
 
