@@ -2,15 +2,19 @@
 
 megatron-core has no CPU path; it calls `torch.cuda.*` and uses `device="cuda"` literals in a few
 places (RNG tracker, `current_device()` as a device argument, the schedules' loss counters, the
-FP32 optimizer's scalars, the causal mask, grad clipping's `torch.cuda.FloatTensor` assert).
-`enable()` maps exactly those to the CPU and returns the number of patches applied. When CUDA is
-available it does nothing at all and returns 0: the GPU path runs megatron-core untouched.
+optimizers' scalars, the causal mask), checks dtypes as `param.type() == "torch.cuda.FloatTensor"`
+(the distributed and fp16 optimizers' wrappers, grad clipping), and its torch-norm fallback
+refuses sequence parallel. `enable()` maps exactly those to the CPU and returns the number of
+patches applied. When CUDA is available it does nothing at all and returns 0: the GPU path runs
+megatron-core untouched.
 
     from reference_impls.gpt3 import cpu_compat
     cpu_compat.enable()          # before building the model; idempotent
 
-See ../shared/notes/cpu-stack.md for each failure this answers. Still unsupported on CPU (refused
-earlier by the config check): sequence parallel (needs TE/Apex norms), the distributed optimizer.
+With it, everything the record layouts use runs under gloo: TP, sequence parallel, PP with
+interleaving (VP), DP, the distributed optimizer, overlapped grad reduce / param gather, and
+dist_checkpointing. See ../shared/notes/cpu-stack.md for each failure this answers. What needs
+CUDA kernels (TE FP8, CUDA graphs, TP comm overlap's userbuffers) is refused on CPU by the config.
 """
 
 from __future__ import annotations
@@ -24,12 +28,17 @@ _state = {"enabled": False, "mode": None}
 
 
 class CudaToCpu(TorchFunctionMode):
-    """Rewrite `device="cuda..."` keyword arguments to "cpu" and make `Tensor.cuda()` a no-op."""
+    """Rewrite `device="cuda..."` keyword arguments to "cpu", make `Tensor.cuda()` a no-op, and
+    name CPU tensor types as their CUDA twins in `Tensor.type()` (megatron checks dtypes by
+    comparing `param.type()` with "torch.cuda.FloatTensor" etc.: optimizer wrappers, clipping)."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func is torch.Tensor.cuda:
             return args[0]
+        if func is torch.Tensor.type and len(args) == 1 and not kwargs:
+            name = func(*args)
+            return name.replace("torch.", "torch.cuda.", 1) if args[0].device.type == "cpu" else name
         d = kwargs.get("device")
         if d is not None and (
             (isinstance(d, str) and d.startswith("cuda"))
@@ -39,16 +48,35 @@ class CudaToCpu(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def _clip_grad_by_total_norm_cpu(parameters, max_norm, total_norm, use_decoupled_grad=False):
-    """megatron's clip without its `torch.cuda.FloatTensor` assert (same arithmetic)."""
-    if isinstance(parameters, torch.Tensor):
-        parameters = [parameters]
-    coeff = max_norm / (total_norm + 1.0e-6)
-    if coeff < 1.0:
-        for p in parameters:
-            g = getattr(p, "decoupled_grad", None) if use_decoupled_grad else p.grad
-            if g is not None:
-                g.detach().mul_(coeff)
+def _sequence_parallel_norm(orig_new):
+    """megatron's torch-norm wrapper refuses sequence parallel only because torch's LayerNorm does
+    not carry the `sequence_parallel` attribute (TE/Apex norms do). The norm itself is per token,
+    so it is exact on a sequence shard; what SP needs is that its weight/bias gradients, partial
+    per TP rank, are summed over TP, which finalize_model_grads does for params marked this way."""
+
+    def new(cls, config, hidden_size, *args, **kwargs):
+        sp = config.sequence_parallel
+        config.sequence_parallel = False  # pass the assert; restored before anything else reads it
+        try:
+            norm = orig_new(cls, config, hidden_size, *args, **kwargs)
+        finally:
+            config.sequence_parallel = sp
+        for p in norm.parameters():
+            p.sequence_parallel = sp
+        return norm
+
+    return new
+
+
+def _recompute_under_mode(orig_backward):
+    """Activation recompute reruns the forward inside an autograd backward, where torch runs with
+    function modes off, so its `device="cuda"` literals (the causal mask) would escape the mode."""
+
+    def backward(ctx, *grads):
+        with CudaToCpu():
+            return orig_backward(ctx, *grads)
+
+    return staticmethod(backward)
 
 
 def enable() -> int:
@@ -61,18 +89,20 @@ def enable() -> int:
     torch.cuda.synchronize = lambda *a, **k: None
     torch.cuda.get_rng_state = lambda *a, **k: torch.get_rng_state()
     torch.cuda.manual_seed = torch.manual_seed
-    import megatron.core.optimizer.optimizer as mopt
     import megatron.core.tensor_parallel.random as mrandom
 
     mrandom._get_cuda_rng_state = lambda *a, **k: torch.get_rng_state()
     mrandom._set_cuda_rng_state = lambda s, *a, **k: torch.set_rng_state(s)
     # Every RNG-tracker fork would log "CPU RNG state changed within GPU RNG context".
     logging.getLogger(mrandom.__name__).setLevel(logging.ERROR)
-    mopt.clip_grad_by_total_norm_fp32 = _clip_grad_by_total_norm_cpu
+    mrandom.CheckpointFunction.backward = _recompute_under_mode(mrandom.CheckpointFunction.backward)
+    from megatron.core.transformer.torch_norm import WrappedTorchNorm
+
+    WrappedTorchNorm.__new__ = _sequence_parallel_norm(WrappedTorchNorm.__new__)
     mode = CudaToCpu()
     mode.__enter__()  # process-wide, for the life of the training process
     _state.update(enabled=True, mode=mode)
-    return 9
+    return 10
 
 
 def is_enabled() -> bool:

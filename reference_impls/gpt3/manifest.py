@@ -27,6 +27,7 @@ FORMAT = "mlperf-harness/gpt3-tiny/1"
 DATA_FIELDS = (
     "max_sequence_length",
     "vocab_size",
+    "make_vocab_size_divisible_by",
     "eval_samples",
     "num_layers",
     "hidden_size",

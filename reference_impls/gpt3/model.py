@@ -1,17 +1,19 @@
 """megatron-core GPTModel + DDP + Adam + cosine schedule, at every size, from a `Gpt3Config`.
 
 GPT-3 as the reference builds it: pre-LN, learned absolute positions, GELU MLP (ffn_hidden_size),
-biases, tied input/output embeddings, dropout 0, init std from the config. CPU: the local layer
-spec (torch LayerNorm/Linear) over gloo with `cpu_compat` enabled. GPU: the Transformer Engine
-spec when TE is installed (required for fp8), bf16, and the config's switches (distributed
-optimizer, sequence parallel, TP comm overlap, overlapped grad reduce / param gather, activation
-recompute, interleaved pipeline with VP chunks).
+biases, tied input/output embeddings, dropout 0, init std from the config. Both devices honour
+the layout and memory switches (distributed optimizer, sequence parallel, overlapped grad reduce /
+param gather, activation recompute, interleaved pipeline with VP chunks). CPU: fp32, the local
+layer spec (torch LayerNorm/Linear) over gloo with `cpu_compat` enabled. GPU: the Transformer
+Engine spec when TE is installed (required for fp8), bf16, and the CUDA-only switches (fp8, CUDA
+graphs, TP comm overlap).
 
 Checkpoints: `tiny_state()` / `load_tiny_state()` move full (unsharded, TP=1 PP=1) tensors of the
 model and Adam moments in and out of a sharded model, slicing along each parameter's
-`partition_dim` for TP and renumbering layers for PP, so one `torch.load(weights_only=True)` file
-serves every tiny layout. Full size loads the reference checkpoint with megatron
-`dist_checkpointing` (`load_full_checkpoint`).
+`partition_dim` for TP, renumbering layers for PP/VP and taking the distributed optimizer's DP
+range of the moments, so one `torch.load(weights_only=True)` file serves every tiny layout. The full
+size's reference checkpoint and every run checkpoint go through megatron `dist_checkpointing`
+(dist_ckpt.py).
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ def transformer_config(cfg, layout, device: str):
         pipeline_model_parallel_size=layout.pp,
         virtual_pipeline_model_parallel_size=layout.vp if layout.vp > 1 else None,
         context_parallel_size=layout.cp,
-        sequence_parallel=on_gpu and cfg.sequence_parallel and layout.tp > 1,
+        sequence_parallel=cfg.sequence_parallel and layout.tp > 1,
         tp_comm_overlap=on_gpu and cfg.tp_comm_overlap,
         bf16=bf16,
         params_dtype=dtype,
@@ -89,6 +91,13 @@ def layer_spec(cfg, device: str):
     return specs.get_gpt_layer_local_spec()
 
 
+def padded_vocab(cfg, tp: int) -> int:
+    """Rows of the embedding and output layer: the vocabulary rounded up to a multiple of
+    make_vocab_size_divisible_by x TP (Megatron-LM's rule; the padded rows are never a target)."""
+    multiple = cfg.make_vocab_size_divisible_by * tp
+    return -(-cfg.vocab_size // multiple) * multiple
+
+
 def build(cfg, layout, device: str):
     """(model chunks wrapped in megatron DDP, optimizer, scheduler, TransformerConfig)."""
     from megatron.core import parallel_state as ps
@@ -113,7 +122,7 @@ def build(cfg, layout, device: str):
         m = GPTModel(
             tcfg,
             spec,
-            vocab_size=cfg.vocab_size,
+            vocab_size=padded_vocab(cfg, layout.tp),
             max_sequence_length=cfg.max_sequence_length,
             pre_process=ps.is_pipeline_first_stage(ignore_virtual=vp is None, vp_stage=vp_stage),
             post_process=ps.is_pipeline_last_stage(ignore_virtual=vp is None, vp_stage=vp_stage),
@@ -127,8 +136,8 @@ def build(cfg, layout, device: str):
     ddp_cfg = DistributedDataParallelConfig(
         grad_reduce_in_fp32=True,
         overlap_grad_reduce=cfg.overlap_grad_reduce,
-        use_distributed_optimizer=on_gpu and cfg.distributed_optimizer,
-        overlap_param_gather=on_gpu and cfg.distributed_optimizer and cfg.overlap_param_gather,
+        use_distributed_optimizer=cfg.distributed_optimizer,
+        overlap_param_gather=cfg.distributed_optimizer and cfg.overlap_param_gather,
     )
     model = [
         DistributedDataParallel(tcfg, ddp_cfg, m, disable_bucketing=(i > 0)) for i, m in enumerate(chunks)
@@ -174,11 +183,26 @@ def set_schedule_step(scheduler, step: int) -> None:
 _LAYER = re.compile(r"^decoder\.layers\.(\d+)\.")
 
 
-def _adam_states(optimizer) -> dict:
-    """param -> its Adam state dict, across megatron's (possibly chained) optimizers."""
+def _adam_targets(optimizer) -> dict:
+    """model param -> (its Adam state dict, the flat range of the param that state covers, or None
+    for all of it), across megatron's (possibly chained) optimizers. The distributed optimizer
+    keeps state for this DP rank's flat range of each param, keyed by its shard, not the param."""
     out = {}
     for o in getattr(optimizer, "chained_optimizers", [optimizer]):
-        out.update(o.optimizer.state)
+        inner = o.optimizer  # torch Adam; its state is a defaultdict, so lookups create entries
+        if hasattr(o, "model_param_group_index_map"):  # DistributedOptimizer
+            for p, (gi, go) in o.model_param_group_index_map.items():
+                r = o._get_model_param_range_map(p)["param"]
+                out[p] = (inner.state[inner.param_groups[gi]["params"][go]], slice(r.start, r.end))
+            continue
+        for model_g, main_g in zip(
+            getattr(o, "float16_groups", []), getattr(o, "fp32_from_float16_groups", [])
+        ):
+            for p, main in zip(model_g, main_g):  # bf16 params: state of their fp32 master copy
+                out[p] = (inner.state[main], None)
+        for group in inner.param_groups:
+            for p in group["params"]:
+                out.setdefault(p, (inner.state[p], None))
     return out
 
 
@@ -209,19 +233,20 @@ def _shard(full: torch.Tensor, p: torch.nn.Parameter) -> torch.Tensor:
 
 
 def tiny_state(model, optimizer, step: int, consumed_samples: int) -> dict:
-    """Checkpoint of a TP=1 PP=1 model: plain tensors (torch.load(weights_only=True) reads it)."""
-    states = _adam_states(optimizer)
+    """Checkpoint of a TP=1 PP=1 DP=1 model: plain tensors (torch.load(weights_only=True) reads it)."""
+    targets = _adam_targets(optimizer)
     params, adam = {}, {}
     for chunk in model:
         for gname, p in _global_names(chunk.module):
             params[gname] = p.detach().float().cpu().clone()
-            st = states.get(p, {})
+            st, rng = targets.get(p, ({}, None))
             if "exp_avg" in st:
+                if rng is not None and rng.stop - rng.start != p.numel():
+                    raise ValueError(f"{gname}: optimizer state is sharded over DP; tiny_state needs DP 1")
                 adam[gname] = {
-                    "exp_avg": st["exp_avg"].float().cpu().clone(),
-                    "exp_avg_sq": st["exp_avg_sq"].float().cpu().clone(),
-                    "step": float(st["step"]),
+                    k: st[k].float().cpu().reshape(p.shape).clone() for k in ("exp_avg", "exp_avg_sq")
                 }
+                adam[gname]["step"] = float(st["step"])
     return {
         "format": "mlperf-harness/gpt3-tiny-ckpt/1",
         "step": step,
@@ -232,41 +257,24 @@ def tiny_state(model, optimizer, step: int, consumed_samples: int) -> dict:
 
 
 def load_tiny_state(model, optimizer, state: dict) -> None:
-    """Copy a full-tensor checkpoint into this rank's shards (params and Adam moments)."""
+    """Copy a full-tensor checkpoint into this rank's shards (params and Adam moments; TP slices
+    along `partition_dim`, the distributed optimizer's DP range of the flattened param)."""
     adam = state.get("adam", {})
-    for o in getattr(optimizer, "chained_optimizers", [optimizer]):
-        torch_opt = o.optimizer
-        for group in torch_opt.param_groups:
-            for p in group["params"]:
-                torch_opt.state.setdefault(p, {})
-    states = _adam_states(optimizer)
+    targets = _adam_targets(optimizer)
     for chunk in model:
         for gname, p in _global_names(chunk.module):
             if gname not in state["model"]:
                 raise KeyError(f"checkpoint has no tensor for parameter {gname}")
             with torch.no_grad():
                 p.copy_(_shard(state["model"][gname], p))
-            if gname in adam and p in states:
+            if gname in adam and p in targets:
+                st, rng = targets[p]
                 a = adam[gname]
-                states[p].update(
-                    exp_avg=_shard(a["exp_avg"], p).to(p.device, p.dtype).clone(),
-                    exp_avg_sq=_shard(a["exp_avg_sq"], p).to(p.device, p.dtype).clone(),
-                    step=torch.tensor(a["step"], dtype=torch.float32),
-                )
-
-
-def load_full_checkpoint(model, optimizer, ckpt_dir: str) -> None:
-    """The reference checkpoint (megatron dist_checkpointing layout), resharded to this layout."""
-    from megatron.core import dist_checkpointing
-
-    sharded = {
-        f"model{i}" if len(model) > 1 else "model": m.module.sharded_state_dict() for i, m in enumerate(model)
-    }
-    sharded["optimizer"] = optimizer.sharded_state_dict(sharded, is_loading=True)
-    loaded = dist_checkpointing.load(sharded, ckpt_dir)
-    for i, m in enumerate(model):
-        m.module.load_state_dict(loaded[f"model{i}" if len(model) > 1 else "model"], strict=False)
-    optimizer.load_state_dict(loaded["optimizer"])
+                for k in ("exp_avg", "exp_avg_sq"):
+                    t = _shard(a[k], p).to(p.device, torch.float32)
+                    st[k] = (t if rng is None else t.reshape(-1)[rng]).clone()
+                st["step"] = torch.tensor(a["step"], dtype=torch.float32)
+    optimizer.reload_model_params()  # fp32 master copies (bf16 runs) follow the loaded weights
 
 
 def count_params(model) -> int:

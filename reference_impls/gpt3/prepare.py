@@ -51,6 +51,11 @@ def pretrain_config(plan: RunPlan):
         opt_base_learning_rate=PRETRAIN_LR,
         train_samples_cap=TRAIN_SEQUENCES,
         **dict.fromkeys(DEGREES.values(), 1),
+        # One checkpoint serves every layout (PREPARED.json does not depend on them), so it is
+        # always pretrained in one process with the plain optimizer, whatever the run's switches.
+        distributed_optimizer=False,
+        sequence_parallel=False,
+        overlap_param_gather=False,
     )
     return benchmarks.config_class("gpt3").model_validate(values)
 

@@ -15,10 +15,8 @@ What a CPU cannot build, left out because none changes a parameter's shape:
   - `sequence_parallel`: the local spec's torch LayerNorm refuses it; it splits activations only.
   - gloo process groups: a fake world cannot rendezvous gloo; megatron needs them only to gather the
     distributed optimizer's state on the CPU when it saves a checkpoint.
-The vocabulary is padded to a multiple of 128 x TP, as Megatron-LM pads it (`_vocab_size_with_padding`,
-`--make-vocab-size-divisible-by 128`); `model.build` passes `cfg.vocab_size` (50257) unpadded, which
-megatron refuses at TP > 1 ("50257 is not divisible by 4"; a strict xfail in
-tests/unit/test_full_shapes.py until model.build pads).
+The vocabulary is padded as the training pads it (`model.padded_vocab`: a multiple of
+make_vocab_size_divisible_by x TP, Megatron-LM's rule; 50257 -> 50688 at TP 4).
 """
 
 from __future__ import annotations
@@ -34,7 +32,6 @@ from reference_impls.gpt3 import cpu_compat
 from reference_impls.gpt3 import model as gmodel
 
 CPU_OFF = {"fp8": False, "tp_comm_overlap": False, "cuda_graphs": False, "sequence_parallel": False}
-VOCAB_MULTIPLE = 128  # Megatron-LM's default --make-vocab-size-divisible-by (the reference's)
 
 _CUDA_TYPE = {
     torch.bfloat16: "torch.cuda.BFloat16Tensor",
@@ -79,14 +76,9 @@ def _on_meta():
         torch.cuda.current_device, mopt.get_megatron_optimizer = current, build_opt
 
 
-def padded_vocab(vocab: int, tp: int) -> int:
-    multiple = VOCAB_MULTIPLE * tp
-    return -(-vocab // multiple) * multiple
-
-
 def shape_config(cfg, layout):
     """The config as the meta build uses it (module docstring: what is off and why)."""
-    return cfg.model_copy(update=dict(CPU_OFF, vocab_size=padded_vocab(cfg.vocab_size, layout.tp)))
+    return cfg.model_copy(update=CPU_OFF)
 
 
 def build_rank(cfg, layout, rank: int):
@@ -172,6 +164,6 @@ def count(cfg, layout) -> dict:
         "parameters_trainable": total,
         "rank": dict(stages[busiest], stage=busiest),
         "stages": stages,
-        "vocab_size": scfg.vocab_size,
+        "vocab_rows": gmodel.padded_vocab(scfg, layout.tp),  # embedding/output rows as built
         "off": sorted(k for k, v in CPU_OFF.items() if getattr(cfg, k) != v),
     }

@@ -21,7 +21,7 @@ import torch
 
 from harness.train.run_checkpoint import RunCheckpointer
 from harness.train.timings import Timings
-from reference_impls.gpt3 import cpu_compat, data, manifest
+from reference_impls.gpt3 import cpu_compat, data, dist_ckpt, manifest
 from reference_impls.gpt3 import model as gmodel
 
 LOSS_KEY = "lm loss"
@@ -208,8 +208,8 @@ def run(rt) -> bool:
     train, valid = datasets(rt)
     log.event("eval_samples", cfg.eval_samples)
     stepper = Stepper(model, optimizer, scheduler, tcfg, cfg, layout, rt.device)
-    ck = RunCheckpointer(rt, cfg.checkpoint_interval_steps)
-    resumed = ck.resume(lambda state, meta: load_checkpoint(state, meta, model, optimizer, scheduler))
+    ck = RunCheckpointer(rt, cfg.checkpoint_interval_steps, sharded=dist_ckpt.RunState(model, optimizer))
+    resumed = ck.resume(lambda state, meta: gmodel.set_schedule_step(scheduler, meta["schedule_num_steps"]))
     timings = Timings(rt)
     log.init_stop()
     log.run_start()
@@ -259,7 +259,9 @@ def run(rt) -> bool:
                 reached = True
                 break
             if ck.due(step):
-                ck.save(step, checkpoint_state(model, optimizer), checkpoint_meta(step, gbs, scheduler))
+                ck.save(
+                    step, meta={"consumed_samples": step * gbs, "schedule_num_steps": scheduler.num_steps}
+                )
     finally:
         timings.close()
         _teardown()
@@ -276,7 +278,8 @@ def start_model(rt):
         state = torch.load(data_dir / manifest.CHECKPOINT, map_location="cpu", weights_only=True)
         gmodel.load_tiny_state(model, optimizer, state)
     else:
-        gmodel.load_full_checkpoint(model, optimizer, str(data_dir / manifest.FULL_CHECKPOINT_DIR))
+        start = data_dir / manifest.FULL_CHECKPOINT_DIR
+        dist_ckpt.load(model, optimizer, start, sharding=dist_ckpt.START_SHARDING)
     return model, optimizer, scheduler, tcfg
 
 
@@ -289,39 +292,14 @@ def datasets(rt):
     return data.build_datasets(data_dir, cfg, plan.size, plan.seed + cfg.seed_offset, cache_dir=cache)
 
 
-# ---- resumable run checkpoints (harness/train/run_checkpoint.py; `mlperf run --resume`) -----------
+# ---- resumable run checkpoints (`mlperf run --resume`) --------------------------------------------
 # Taken at eval boundaries only, so what the log holds after a checkpoint is at most the next
-# block's start: the resumed run re-logs it. Each rank saves its own shard (TP/PP/DP as planned)
-# and the optimizer's state dict (RNGs and the log offset: RunCheckpointer); the data position is
-# the step (batches are a pure function of it, see train_microbatches).
-
-
-def checkpoint_state(model, optimizer) -> dict:
-    return {
-        "model": [
-            {k: v for k, v in m.module.state_dict().items() if isinstance(v, torch.Tensor)} for m in model
-        ],
-        "optimizer": optimizer.state_dict(),
-    }
-
-
-def checkpoint_meta(step: int, gbs: int, scheduler) -> dict:
-    return {"consumed_samples": step * gbs, "schedule_num_steps": scheduler.num_steps}
-
-
-def load_checkpoint(state: dict, meta: dict, model, optimizer, scheduler) -> None:
-    """Put this rank's shard of a checkpoint into the model, optimizer and LR schedule."""
-    from harness.core.errors import HarnessError
-
-    for m, sd in zip(model, state["model"]):
-        missing, unexpected = m.module.load_state_dict(sd, strict=False)
-        missing = [k for k in missing if not k.endswith("_extra_state")]
-        if missing or unexpected:
-            raise HarnessError(
-                f"cannot resume: checkpoint does not fit the model ({(missing + unexpected)[:3]})", 2
-            )
-    optimizer.load_state_dict(state["optimizer"])
-    gmodel.set_schedule_step(scheduler, meta["schedule_num_steps"])
+# block's start: the resumed run re-logs it. The model and optimizer (incl. the distributed
+# optimizer's master weights and moments) go through megatron dist_checkpointing, every rank
+# writing its shards into the step folder (dist_ckpt.RunState); RNGs, the log offset and the
+# manifest are the run checkpointer's (harness/train/run_checkpoint.py); the LR schedule's
+# position is in the meta, and the data position is the step (batches are a pure function of
+# it, see train_microbatches).
 
 
 def _teardown():

@@ -3,6 +3,8 @@ from the harness's own planner, and the official checker with the tiny rules (te
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 
 import helpers
@@ -15,16 +17,43 @@ def make_plan(tmp_path: Path, data_dir: Path, seed: int, nproc: int | None = Non
     )
 
 
-def prepared_data_dir(tmp_path_factory) -> Path:
-    """Prepare once per session (shared by every gpt3 test module; ~10 s)."""
-    data_dir = tmp_path_factory.getbasetemp() / "gpt3-tiny-data"
-    plan = make_plan(tmp_path_factory.getbasetemp() / "gpt3-prepare", data_dir, seed=0)
+def prepared_data_dir(tmp_path_factory, sets=()) -> Path:
+    """Prepare once per session per model shape (shared by every gpt3 test module; ~10 s)."""
+    name = "gpt3-tiny-data" + "".join(f"-{s.replace('=', '')}" for s in sets)
+    data_dir = tmp_path_factory.getbasetemp() / name
+    plan = make_plan(tmp_path_factory.getbasetemp() / f"{name}-prepare", data_dir, seed=0, sets=sets)
     from reference_impls.gpt3 import manifest
 
     if not manifest.is_prepared(plan):
         r = helpers.run_entry("reference_impls.gpt3", plan, env=env(), task="prepare")
         assert r.returncode == 0, r.stderr[-3000:]
     return data_dir
+
+
+# The switches of NVIDIA's record layouts that a CPU runs (benchmarks/gpt3/configs/dgx-h100x64.yaml),
+# at TP=2 on 2 ranks: the command of issue 12's done-when.
+RECORD_SETS = ("tensor_model_parallel_size=2", "sequence_parallel=true", "distributed_optimizer=true")
+
+
+def record_layout_run(tmp_path_factory, data_dir: Path) -> dict:
+    """`mlperf run gpt3 ... RECORD_SETS` to the target, seed 3, once per session (the layout test
+    checks it; the resume test compares its interrupted run with it). Returns the CLI's JSON."""
+    root = tmp_path_factory.getbasetemp() / "gpt3-record-layout"
+    done = root / "run.json"
+    extra = ["--nproc-per-node", "2", *(a for s in RECORD_SETS for a in ("--set", s))]
+    if not done.exists():
+        r = subprocess.run(
+            helpers.mlperf_argv(*helpers.one_run_args("gpt3", root / "results", data_dir, 3, *extra)),
+            cwd=REPO, env=env(), capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+        done.write_text(r.stdout)
+    return json.loads(done.read_text())
+
+
+def eval_curve(log_path) -> dict[int, float]:
+    """epoch_num (tokens) -> eval_accuracy (log-perplexity) of a log."""
+    return {e["metadata"]["epoch_num"]: e["value"] for e in events(log_path) if e["key"] == "eval_accuracy"}
 
 
 def train(plan, nproc: int = 1, timeout: float = 600):

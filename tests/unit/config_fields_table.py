@@ -49,6 +49,7 @@ FIELDS = {
         "activation_recompute": ("build:tcfg", "full"),
         "max_sequence_length": ("build:model", 32),
         "vocab_size": ("build:model", 128),
+        "make_vocab_size_divisible_by": ("build:model", 512),
         "opt_name": ("fixed", "sgd"),
         "opt_learning_rate_decay_schedule": ("fixed", "linear"),
         "opt_base_learning_rate": ("build:optim", 1e-3),
@@ -71,11 +72,10 @@ FIELDS = {
         "checkpoint_interval_steps": ("read", 0),
         "overlap_grad_reduce": ("build:ddp", False),
         "precision": ("gpu", "bf16"),
-        # TODO(gpt3layouts): distributed_optimizer, sequence_parallel and overlap_param_gather become
-        # CPU-honoured (kind build:ddp / build:tcfg) when the gloo path lands; SWITCHES follows.
-        "distributed_optimizer": ("gpu", True),
-        "sequence_parallel": ("gpu", True, {"tensor_model_parallel_size": 2}),
-        "overlap_param_gather": ("gpu", True, {"distributed_optimizer": True}),
+        # Run on CPU too (reference_impls/gpt3/cpu_compat.py; tests/integration/test_gpt3_tp2.py).
+        "distributed_optimizer": ("build:ddp", True),
+        "sequence_parallel": ("build:tcfg", True, {"tensor_model_parallel_size": 2}),
+        "overlap_param_gather": ("build:ddp", True, {"distributed_optimizer": True}),
         "tp_comm_overlap": ("gpu", True, {"sequence_parallel": True, "tensor_model_parallel_size": 2}),
     },
     "llama2_70b_lora": {

@@ -127,7 +127,8 @@ def _probe_gpt3(part, cfg):
     from reference_impls.gpt3 import model as gm
 
     if part == "tcfg":  # pure: the megatron TransformerConfig of the CPU path
-        return repr(gm.transformer_config(cfg, _layout(cfg), "cpu"))
+        mp = cfg.tensor_model_parallel_size * cfg.pipeline_model_parallel_size * cfg.context_parallel_size
+        return repr(gm.transformer_config(cfg, _layout(cfg, mp), "cpu"))
     return _gpt3_built()[_gpt3_key(cfg)][part]
 
 

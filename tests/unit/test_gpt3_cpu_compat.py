@@ -32,10 +32,25 @@ def test_enable_maps_cuda_to_cpu_and_is_idempotent():
         assert torch.zeros(2, device="cuda").device.type == "cpu"
         assert torch.ones(1).cuda().device.type == "cpu"
         torch.cuda.synchronize()
-        import megatron.core.optimizer.optimizer as mopt
+        # megatron's dtype checks compare with CUDA type names; other calls of .type() are untouched
+        assert torch.ones(1).type() == "torch.cuda.FloatTensor" and torch.ones(1).type(torch.int).dtype == torch.int
+        import megatron.core.optimizer.optimizer as mopt  # megatron's own clip, its assert passes
         p = torch.nn.Parameter(torch.ones(4)); p.grad = torch.full((4,), 2.0)
         mopt.clip_grad_by_total_norm_fp32([p], max_norm=1.0, total_norm=4.0)
         assert torch.allclose(p.grad, torch.full((4,), 0.5), atol=1e-5)
+        # the torch norm under sequence parallel: built, and its params marked for the TP grad sum
+        from megatron.core.transformer.transformer_config import TransformerConfig
+        from megatron.core.transformer.torch_norm import WrappedTorchNorm
+        cfg = TransformerConfig(num_layers=1, hidden_size=8, num_attention_heads=2,
+                                tensor_model_parallel_size=2, sequence_parallel=True)
+        norm = WrappedTorchNorm(cfg, 8)
+        assert isinstance(norm, torch.nn.LayerNorm) and cfg.sequence_parallel
+        assert all(p.sequence_parallel for p in norm.parameters())
+        # activation recompute reruns a forward inside backward, where the mode is off
+        from megatron.core.tensor_parallel.random import checkpoint
+        x = torch.ones(3, requires_grad=True)
+        checkpoint(lambda t: t * torch.ones(3, device="cuda"), False, x).sum().backward()
+        assert torch.equal(x.grad, torch.ones(3))
     """)
     assert r.returncode == 0, r.stderr[-3000:]
 
@@ -82,6 +97,14 @@ def test_gptmodel_checkpoint_round_trip_and_schedule_continuation():
         for (n1, p1), (n2, p2) in zip(m[0].module.named_parameters(), m2[0].module.named_parameters()):
             assert n1 == n2 and torch.equal(p1, p2), n1
         assert gm.tiny_state(m2, o2, 3, 12)["adam"].keys() == state["adam"].keys()
+        # the distributed optimizer keeps moments per shard of the flat buffer: they load there too
+        m3, o3, _, _ = gm.build(cfg.model_copy(update={"distributed_optimizer": True}), lay, "cpu")
+        gm.load_tiny_state(m3, o3, state)
+        back = gm.tiny_state(m3, o3, 3, 12)["adam"]
+        assert back.keys() == state["adam"].keys()
+        for k, a in state["adam"].items():
+            assert torch.equal(back[k]["exp_avg"], a["exp_avg"]) and back[k]["step"] == a["step"], k
+            assert torch.equal(back[k]["exp_avg_sq"], a["exp_avg_sq"]), k
         for step in (0, 2, 5, 11, 20, 30):
             gm.set_schedule_step(s2, step)
             want = gm.cosine_lr(step, 1e-2, 1e-3, 3, 20)

@@ -25,23 +25,17 @@ def test_full_size_transformer_config_matches_nvidia_layout(tmp_path, system, tp
     assert not t.use_cpu_initialization
 
 
-def test_cpu_config_is_fp32_local_and_gpu_switches_are_refused(tmp_path):
+def test_cpu_config_is_fp32_local_and_only_cuda_kernel_switches_are_refused(tmp_path):
     from harness.core.errors import ConfigError
     from reference_impls.gpt3 import model as gm
 
-    plan = make_plans("gpt3", "cpu-local", size="tiny", runs=1, seed=1, results_dir=tmp_path)[0]
-    cfg = typed_config(plan)
-    t = gm.transformer_config(cfg, plan.layout, "cpu")
-    assert not t.bf16 and t.fp8 is None and not t.sequence_parallel and t.use_cpu_initialization
-    with pytest.raises(ConfigError, match="distributed_optimizer=true needs a GPU"):
-        make_plans(
-            "gpt3", "cpu-local", size="tiny", sets=("distributed_optimizer=true",), results_dir=tmp_path
-        )
-    make_plans(
-        "gpt3",
-        "dgx-h100x1",
-        size="tiny",
-        sets=("distributed_optimizer=true",),
-        nproc_per_node=1,
-        results_dir=tmp_path,
-    )
+    sets = ("tensor_model_parallel_size=2", "sequence_parallel=true", "distributed_optimizer=true")
+    plan = make_plans(
+        "gpt3", "cpu-local", size="tiny", sets=sets, nproc_per_node=2, runs=1, seed=1, results_dir=tmp_path
+    )[0]
+    t = gm.transformer_config(typed_config(plan), plan.layout, "cpu")
+    assert not t.bf16 and t.fp8 is None and t.use_cpu_initialization
+    assert t.sequence_parallel and t.tensor_model_parallel_size == 2  # honoured on CPU (cpu_compat)
+    for key in ("fp8", "cuda_graphs"):  # tp_comm_overlap: tests/unit/test_config_fields.py
+        with pytest.raises(ConfigError, match=f"{key}=true needs a GPU"):
+            make_plans("gpt3", "cpu-local", size="tiny", sets=(f"{key}=true",), results_dir=tmp_path)
