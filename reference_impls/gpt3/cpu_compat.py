@@ -79,12 +79,32 @@ def _recompute_under_mode(orig_backward):
     return staticmethod(backward)
 
 
+def _import_megatron_eager() -> None:
+    """Import megatron-core with `torch.compile` as a pass-through decorator. megatron wraps its
+    fusion kernels (bias-GeLU/GeGLU/SwiGLU, ...) in `torch.compile` at import, which loads dynamo
+    and inductor: ~4 of the ~10 s a CPU rank spends importing megatron, in every rank of every run.
+    The CPU path calls none of them (the local spec, no bias-activation fusion); were one called,
+    it would run eagerly, the same arithmetic. A later `import megatron...` finds the modules
+    already loaded. Does nothing once megatron.core is imported."""
+    import sys
+
+    if "megatron.core" in sys.modules:
+        return
+    compile_ = torch.compile
+    torch.compile = lambda model=None, **kw: model if model is not None else (lambda f: f)
+    try:
+        import megatron.core  # noqa: F401
+    finally:
+        torch.compile = compile_
+
+
 def enable() -> int:
     """Install the layer when CUDA is absent; return how many patches were applied (0 on GPU)."""
     if torch.cuda.is_available():
         return 0
     if _state["enabled"]:
         return 0
+    _import_megatron_eager()
     torch.cuda.current_device = lambda: "cpu"
     torch.cuda.synchronize = lambda *a, **k: None
     torch.cuda.get_rng_state = lambda *a, **k: torch.get_rng_state()

@@ -28,10 +28,10 @@ LOSS_KEY = "lm loss"
 
 
 def init_parallel(layout, seed: int) -> None:
+    cpu_compat.enable()  # first: on CPU it imports megatron without its compile decorators
     from megatron.core import parallel_state as ps
     from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
 
-    cpu_compat.enable()
     ps.initialize_model_parallel(
         tensor_model_parallel_size=layout.tp,
         pipeline_model_parallel_size=layout.pp,
