@@ -59,42 +59,14 @@ XDIST_GROUPS = {
 }
 
 
-# Tests that start several ranks (gloo) or time themselves run ALONE on the machine: two ranks
-# sharing 2 cores with the other worker's process wait on each other at every collective (a TP=2
-# gpt3 run took ~3x its idle time), and timing assertions need a quiet machine. Every other test
-# holds a shared lock while it runs; these hold it exclusively (tests/locks.py, a fair RW lock
-# across the xdist workers).
-EXCLUSIVE = {
-    "test_gpt3_tp2.py",
-    "test_gpt3_resume.py",
-    "test_gpt3_dist_ckpt.py",
-    "test_llama2_tiny.py",
-    "test_planner_calibration.py",  # 2 ranks, and it asserts 20 % only on a quiet machine
-    "test_slurm.py",
-    "test_slurm_2n.py",
-    "test_diagnose_runs.py",  # a healthy run must show no unstable speed
-}
-
-
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the marks
 def pytest_collection_modifyitems(config, items):
     for item in items:
         name = item.path.name
         item.add_marker(pytest.mark.xdist_group(XDIST_GROUPS.get(name, name)))
-        if name in EXCLUSIVE:
-            item.add_marker(pytest.mark.exclusive)
     if has_cuda():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):
-    """Setup, call and teardown (module fixtures start runs there) under the machine lock."""
-    from locks import machine_lock
-
-    with machine_lock(exclusive=item.get_closest_marker("exclusive") is not None):
-        yield

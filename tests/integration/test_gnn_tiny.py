@@ -67,7 +67,6 @@ def test_one_process_killed_resumed_reaches_the_target_and_the_log_passes_the_ch
     assert any(row["loss"] is not None for row in rows) and rows[0]["samples_per_s"] > 0
 
 
-@pytest.mark.exclusive  # two gloo ranks: alone on the machine (tests/conftest.py)
 def test_two_ranks_ddp_over_gloo_reach_the_target(tmp_path, data_dir):
     plan = _plan(tmp_path, data_dir, seed=21, nproc=2)
     assert plan.layout.dp == 2 and plan.layout.grad_accum == 1
