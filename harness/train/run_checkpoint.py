@@ -39,6 +39,21 @@ class ShardedState(Protocol):
         """Every rank: load this rank's shards from `folder` into the live model/optimizer."""
 
 
+class ModelState:
+    """The ShardedState of a model and its optimizer, from a benchmark's collective
+    `save(model, optimizer, folder)` and `load(model, optimizer, folder)` in its framework's
+    sharded format (megatron dist_checkpointing for gpt3, torch.distributed.checkpoint for llama2)."""
+
+    def __init__(self, save, load, model, optimizer):
+        self._save, self._load, self.model, self.optimizer = save, load, model, optimizer
+
+    def write(self, folder: Path) -> None:
+        self._save(self.model, self.optimizer, folder)
+
+    def read(self, folder: Path) -> None:
+        self._load(self.model, self.optimizer, folder)
+
+
 class RunCheckpointer:
     def __init__(self, rt, every: int | None, sharded: ShardedState | None = None, keep: int = 2):
         """`every`: save when `due(step)`, i.e. at least `every` steps after the last save (or the

@@ -23,7 +23,7 @@ and a distributed optimizer's state differ in form and do not load into each oth
 the default `torch_dist` strategy wrapped to spread DP-replicated tensors (the model's weights)
 over the DP ranks, so every rank writes a share in parallel.
 
-`RunState` plugs this into the run checkpointer (harness/train/run_checkpoint.py) as its sharded
+`run_state` plugs this into the run checkpointer (harness/train/run_checkpoint.py) as its sharded
 writer/reader; the full size starts from the reference checkpoint through `load`.
 """
 
@@ -118,21 +118,20 @@ def _keep_torch_adam_step() -> None:
     DO._set_main_param_and_optimizer_states = set_states
 
 
-class RunState:
-    """The sharded writer/reader of a run checkpoint (`write(folder)`, `read(folder)`)."""
+def resume_load(model, optimizer, folder: Path) -> None:
+    """`load` in the run's own form, a checkpoint that does not fit as one line (exit 2)."""
+    from megatron.core.dist_checkpointing.core import CheckpointingException
 
-    def __init__(self, model, optimizer):
-        self.model, self.optimizer = model, optimizer
+    from harness.core.errors import USAGE, HarnessError
 
-    def write(self, folder: Path) -> None:
-        save(self.model, self.optimizer, folder)
+    try:
+        load(model, optimizer, folder)
+    except CheckpointingException as e:  # e.g. written at another TP/PP (dp_reshardable)
+        raise HarnessError(f"cannot resume: {folder}: {str(e).splitlines()[0]}", USAGE) from None
 
-    def read(self, folder: Path) -> None:
-        from megatron.core.dist_checkpointing.core import CheckpointingException
 
-        from harness.core.errors import USAGE, HarnessError
+def run_state(model, optimizer):
+    """The run checkpointer's sharded writer/reader (harness/train/run_checkpoint.py)."""
+    from harness.train.run_checkpoint import ModelState
 
-        try:
-            load(self.model, self.optimizer, folder)
-        except CheckpointingException as e:  # e.g. written at another TP/PP (dp_reshardable)
-            raise HarnessError(f"cannot resume: {folder}: {str(e).splitlines()[0]}", USAGE) from None
+    return ModelState(save, resume_load, model, optimizer)

@@ -208,7 +208,7 @@ def run(rt) -> bool:
     train, valid = datasets(rt)
     log.event("eval_samples", cfg.eval_samples)
     stepper = Stepper(model, optimizer, scheduler, tcfg, cfg, layout, rt.device)
-    ck = RunCheckpointer(rt, cfg.checkpoint_interval_steps, sharded=dist_ckpt.RunState(model, optimizer))
+    ck = RunCheckpointer(rt, cfg.checkpoint_interval_steps, sharded=dist_ckpt.run_state(model, optimizer))
     resumed = ck.resume(lambda state, meta: gmodel.set_schedule_step(scheduler, meta["schedule_num_steps"]))
     timings = Timings(rt)
     log.init_stop()
@@ -296,7 +296,7 @@ def datasets(rt):
 # Taken at eval boundaries only, so what the log holds after a checkpoint is at most the next
 # block's start: the resumed run re-logs it. The model and optimizer (incl. the distributed
 # optimizer's master weights and moments) go through megatron dist_checkpointing, every rank
-# writing its shards into the step folder (dist_ckpt.RunState); RNGs, the log offset and the
+# writing its shards into the step folder (dist_ckpt.run_state); RNGs, the log offset and the
 # manifest are the run checkpointer's (harness/train/run_checkpoint.py); the LR schedule's
 # position is in the meta, and the data position is the step (batches are a pure function of
 # it, see train_microbatches).

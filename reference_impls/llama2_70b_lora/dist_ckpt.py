@@ -1,6 +1,6 @@
 """Llama 2 LoRA run checkpoints through torch.distributed.checkpoint (DCP), sharded.
 
-    RunState(model, optimizer)   the run checkpointer's sharded writer/reader
+    run_state(model, optimizer)  the run checkpointer's sharded writer/reader
                                  (harness/train/run_checkpoint.py `sharded=`)
       .write(folder)             every rank, collectively: its shards, in parallel
       .read(folder)              every rank, collectively: its shards back into the live objects
@@ -81,14 +81,8 @@ def load(model, optimizer, folder: Path) -> None:
     )
 
 
-class RunState:
-    """The sharded writer/reader of a run checkpoint (`write(folder)`, `read(folder)`)."""
+def run_state(model, optimizer):
+    """The run checkpointer's sharded writer/reader (harness/train/run_checkpoint.py)."""
+    from harness.train.run_checkpoint import ModelState
 
-    def __init__(self, model, optimizer):
-        self.model, self.optimizer = model, optimizer
-
-    def write(self, folder: Path) -> None:
-        save(self.model, self.optimizer, folder)
-
-    def read(self, folder: Path) -> None:
-        load(self.model, self.optimizer, folder)
+    return ModelState(save, load, model, optimizer)

@@ -181,7 +181,7 @@ def run(rt) -> bool:
     # LoRA weights + AdamW state: torch.distributed.checkpoint, each rank its shards (dist_ckpt.py);
     # the rank files: RNGs (LoRA dropout). The frozen base is re-read from the safetensors, the data
     # position is the step (BatchOrder is a pure function of it), the LR is lr_at(step).
-    ck = RunCheckpointer(rt, cfg.checkpoint_interval_steps, sharded=dist_ckpt.RunState(model, opt))
+    ck = RunCheckpointer(rt, cfg.checkpoint_interval_steps, sharded=dist_ckpt.run_state(model, opt))
     resumed = ck.resume()
     first_step = resumed["step"] if resumed else 0
     log.event("train_samples", n_train)

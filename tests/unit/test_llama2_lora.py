@@ -297,10 +297,10 @@ def test_dcp_run_state_round_trip_in_one_process_and_a_misfit_is_one_line(tmp_pa
         model(input_ids=torch.randint(0, 64, (2, 16))).logits.sum().backward()
         opt.step()
         opt.zero_grad()
-    dist_ckpt.RunState(model, opt).write(tmp_path)
+    dist_ckpt.run_state(model, opt).write(tmp_path)
     assert {p.name for p in tmp_path.iterdir()} == {".metadata", "__0_0.distcp"}
     back, back_opt = lora(1)
-    dist_ckpt.RunState(back, back_opt).read(tmp_path)
+    dist_ckpt.run_state(back, back_opt).read(tmp_path)
     pairs = list(zip(M.trainable_parameters(model), M.trainable_parameters(back)))
     assert len(pairs) == 4 * 2
     for p, q in pairs:
@@ -313,5 +313,5 @@ def test_dcp_run_state_round_trip_in_one_process_and_a_misfit_is_one_line(tmp_pa
     with pytest.raises(
         HarnessError, match=r"cannot resume: .* does not fit this model \(ValueError: Size"
     ) as e:
-        dist_ckpt.RunState(other, other_opt).read(tmp_path)
+        dist_ckpt.run_state(other, other_opt).read(tmp_path)
     assert e.value.exit_code == 2 and "\n" not in str(e.value)
