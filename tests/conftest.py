@@ -48,22 +48,7 @@ def has_cuda() -> bool:
         return False
 
 
-# pytest-xdist (`-n 2 --dist loadgroup`, pyproject addopts): a test file runs whole on one worker,
-# so its module fixtures (prepared data, a shared run) are made once; files that share a session
-# cache or a service are one group. The 2 CI cores then stay busy: most tests are one process.
-XDIST_GROUPS = {
-    "test_gpt3_tp2.py": "gpt3-record-layout",  # both use gpt3_helpers.record_layout_run
-    "test_gpt3_resume.py": "gpt3-record-layout",
-    "test_slurm.py": "slurm",  # one local cluster per session (slurm_helpers)
-    "test_slurm_2n.py": "slurm",
-}
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        name = item.path.name
-        item.add_marker(pytest.mark.xdist_group(XDIST_GROUPS.get(name, name)))
     if has_cuda():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
