@@ -12,21 +12,12 @@ from __future__ import annotations
 import torch
 
 from harness.train import meta
-from reference_impls.gnn import data
 from reference_impls.gnn.model import RGAT
 
 
 def build(cfg) -> RGAT:
     with torch.device("meta"):
-        return RGAT(
-            data.edge_types(cfg.num_nodes),
-            cfg.in_channels,
-            cfg.hidden_channels,
-            cfg.num_classes,
-            cfg.num_layers,
-            cfg.num_heads,
-            cfg.dropout,
-        )
+        return RGAT.from_config(cfg)  # the training's own constructor
 
 
 def count(cfg, layout) -> dict:
