@@ -133,13 +133,18 @@ def kill_tree(root: int) -> list[int]:
     return [p.pid for p in kids]
 
 
+def _has_checkpoint(run: Path) -> bool:
+    return bool(list((run / "checkpoints").glob("step_*/manifest.json")))
+
+
 def kill_after_first_checkpoint(
-    argv: list[str], runs: Path, deadline_s: float = 600
+    argv: list[str], runs: Path, deadline_s: float = 600, ready=_has_checkpoint
 ) -> tuple[Path, list[int]]:
     """Start `mlperf run ...` (argv) in the background, kill -9 its whole process tree as soon as
-    the first checkpoint's manifest is in the run folder under `runs`; returns that folder and the
-    killed descendants' pids. The run must still be going then (a run that finished first proves
-    nothing about resume), and its log must not be finalized."""
+    `ready(run_folder)` (default: the first checkpoint's manifest is there) for the run folder
+    under `runs`; returns that folder and the killed descendants' pids. The run must still be
+    going then (a run that finished first proves nothing about resume), and its log must not be
+    finalized."""
     import time
 
     cli = subprocess.Popen(
@@ -150,7 +155,7 @@ def kill_after_first_checkpoint(
         while time.monotonic() < deadline and cli.poll() is None:
             dirs = list(runs.glob("*")) if runs.exists() else []
             run = dirs[0] if dirs else None
-            if run and list((run / "checkpoints").glob("step_*/manifest.json")):
+            if run and ready(run):
                 break
             time.sleep(0.02)
         assert cli.poll() is None, cli.communicate()

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from gpt3_helpers import RECORD_SETS, REPO, env, eval_curve, events, official_check, prepared_data_dir
 from gpt3_helpers import record_layout_run as uninterrupted_run
-from helpers import kill_tree, mlperf_argv, one_run_args, resume_run
+from helpers import kill_after_first_checkpoint, mlperf_argv, one_run_args, resume_run
 
 from harness.core.mllog_reader import read_events
 
@@ -33,9 +33,9 @@ def data_dir(tmp_path_factory):
 RESUME_RTOL = 1e-5
 
 
-def _start_tp2_run(results: Path, data_dir: Path, seed: int, sets=("tensor_model_parallel_size=2",)):
+def _start_tp2_run(results: Path, data_dir: Path, seed: int):
     """`mlperf run gpt3` with 2 ranks (TP=2) under torchrun, in the background."""
-    extra = ["--nproc-per-node", "2", *(a for s in sets for a in ("--set", s))]
+    extra = ["--nproc-per-node", "2", "--set", "tensor_model_parallel_size=2"]
     argv = mlperf_argv(*one_run_args("gpt3", results, data_dir, seed, *extra))
     return subprocess.Popen(
         argv, cwd=REPO, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -45,26 +45,22 @@ def _start_tp2_run(results: Path, data_dir: Path, seed: int, sets=("tensor_model
 def test_kill9_mid_training_then_resume(tmp_path, tmp_path_factory, data_dir):
     reference = eval_curve(uninterrupted_run(tmp_path_factory, data_dir)["runs"][0]["log"])
     results = tmp_path / "results"
-    cli = _start_tp2_run(results, data_dir, seed=3, sets=RECORD_SETS)
-    runs = results / "runs" / "gpt3" / "cpu-local"
-    deadline = time.monotonic() + 240
-    run = None
-    while time.monotonic() < deadline and cli.poll() is None:
-        dirs = list(runs.glob("*")) if runs.exists() else []
-        run = dirs[0] if dirs else None
-        # One checkpoint (step 72) plus one more eval logged after it: redone work to discard.
-        if run and (run / "checkpoints" / "step_00000072").exists():
-            log = run / "mlperf.log"
-            done = read_events(log)  # tolerant of a half-written last line
-            if any(e["key"] == "eval_accuracy" and e["metadata"]["epoch_num"] == 96 * 16 * 64 for e in done):
-                break
-        time.sleep(0.05)
-    assert cli.poll() is None, cli.communicate()
+    extra = ["--nproc-per-node", "2", *(a for s in RECORD_SETS for a in ("--set", s))]
+    argv = mlperf_argv(*one_run_args("gpt3", results, data_dir, 3, *extra))
+
+    def one_eval_past_the_checkpoint(run: Path) -> bool:
+        """One checkpoint (step 72) plus one more eval logged after it: redone work to discard."""
+        if not (run / "checkpoints" / "step_00000072").exists():
+            return False
+        done = read_events(run / "mlperf.log")  # tolerant of a half-written last line
+        return any(e["key"] == "eval_accuracy" and e["metadata"]["epoch_num"] == 96 * 16 * 64 for e in done)
+
     # The whole tree: torch elastic starts each rank in a session of its own, so killing
     # torchrun's process group would leave the ranks training.
-    tree = kill_tree(cli.pid)  # the runner first: nothing may finalize the log
+    run, tree = kill_after_first_checkpoint(
+        argv, results / "runs" / "gpt3" / "cpu-local", deadline_s=240, ready=one_eval_past_the_checkpoint
+    )
     assert len(tree) >= 3, tree  # torchrun + 2 ranks
-    cli.communicate(timeout=30)
     log = run / "mlperf.log"
     before = log.read_bytes()
     assert b'"run_stop"' not in before
