@@ -57,9 +57,12 @@ def derive(
     vp, cp = cfg.virtual_pipeline_model_parallel_size, cfg.context_parallel_size
     for short, value in (("tp", tp), ("pp", pp), ("vp", vp), ("cp", cp)):
         if value > 1 and short not in supports:
+            # The config's refused Switch for this degree, where it has one, says why.
+            sw = getattr(cfg, "SWITCHES", {}).get(DEGREES[short])
             raise ConfigError(
                 f"{DEGREES[short]}={value}: this benchmark supports data parallelism"
                 f"{' plus ' + '/'.join(s.upper() for s in supports) if supports else ' only'}"
+                f"{f' ({sw.why})' if sw and sw.why else ''}; --set {DEGREES[short]}=1"
             )
     world = nodes * procs_per_node
     model_parallel = tp * pp * cp

@@ -1,20 +1,38 @@
 """megatron-core on a CPU-only torch: the contained compatibility layer (tested with 0.16.1).
 
 megatron-core has no CPU path; it calls `torch.cuda.*` and uses `device="cuda"` literals in a few
-places (RNG tracker, `current_device()` as a device argument, the schedules' loss counters, the
-optimizers' scalars, the causal mask), checks dtypes as `param.type() == "torch.cuda.FloatTensor"`
-(the distributed and fp16 optimizers' wrappers, grad clipping), and its torch-norm fallback
+places, checks dtypes as `param.type() == "torch.cuda.FloatTensor"`, and its torch-norm fallback
 refuses sequence parallel. `enable()` maps exactly those to the CPU and returns the number of
-patches applied. When CUDA is available it does nothing at all and returns 0: the GPU path runs
-megatron-core untouched.
+patches applied (10). When CUDA is available it does nothing at all and returns 0: the GPU path
+runs megatron-core untouched.
 
     from reference_impls.gpt3 import cpu_compat
     cpu_compat.enable()          # before building the model; idempotent
 
+The patches, each answering a failure of ../shared/notes/cpu-stack.md:
+  1  torch.cuda.current_device -> "cpu"         (used as a device argument when tensors are made)
+  2  torch.cuda.synchronize -> no-op
+  3  torch.cuda.get_rng_state -> the CPU state    (callers that save the CUDA RNG state)
+  4  torch.cuda.manual_seed -> torch.manual_seed  (model_parallel_cuda_manual_seed)
+  5, 6  megatron.core.tensor_parallel.random._get/_set_cuda_rng_state -> the CPU generator (the
+     RNG tracker's forks: dropout, init)
+  7  that module's logger at ERROR (each fork would warn that the CPU RNG changed in a GPU fork)
+  8  CheckpointFunction.backward re-enters the mode below (activation recompute reruns the
+     forward inside autograd's backward, where torch turns function modes off)
+  9  WrappedTorchNorm.__new__ builds the torch norm under sequence parallel and marks its params
+     `sequence_parallel` (finalize_model_grads then sums their grads over TP)
+  10 CudaToCpu, a process-wide TorchFunctionMode: `device="cuda..."` keyword arguments -> cpu (the
+     schedules' loss counters, the optimizers' scalars, the causal mask), `Tensor.cuda()` -> the
+     tensor itself, and `Tensor.type()` names CPU types as their CUDA twins (the distributed and
+     fp16/bf16 optimizers' wrappers, grad clipping compare those strings)
+and, while megatron.core is first imported only, `torch.compile` as a pass-through
+(`_import_megatron_eager`). bf16 needs nothing more: Float16Module's casts test the legacy tensor
+types, which include CPU ones, and the bf16 optimizer's checks go through patch 10.
+
 With it, everything the record layouts use runs under gloo: TP, sequence parallel, PP with
-interleaving (VP), DP, the distributed optimizer, overlapped grad reduce / param gather, and
-dist_checkpointing. See ../shared/notes/cpu-stack.md for each failure this answers. What needs
-CUDA kernels (TE FP8, CUDA graphs, TP comm overlap's userbuffers) is refused on CPU by the config.
+interleaving (VP), DP, the distributed optimizer, overlapped grad reduce / param gather, bf16, and
+dist_checkpointing. What needs CUDA kernels or Transformer Engine (FP8, CUDA graphs, TP comm
+overlap's userbuffers) is refused on CPU by the config (benchmarks/gpt3/config.py SWITCHES).
 """
 
 from __future__ import annotations

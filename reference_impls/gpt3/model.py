@@ -3,10 +3,11 @@
 GPT-3 as the reference builds it: pre-LN, learned absolute positions, GELU MLP (ffn_hidden_size),
 biases, tied input/output embeddings, dropout 0, init std from the config. Both devices honour
 the layout and memory switches (distributed optimizer, sequence parallel, overlapped grad reduce /
-param gather, activation recompute, interleaved pipeline with VP chunks). CPU: fp32, the local
-layer spec (torch LayerNorm/Linear) over gloo with `cpu_compat` enabled. GPU: the Transformer
-Engine spec when TE is installed (required for fp8), bf16, and the CUDA-only switches (fp8, CUDA
-graphs, TP comm overlap).
+param gather, activation recompute, interleaved pipeline with VP chunks) and `precision` (bf16:
+bf16 params in megatron's Float16Module, fp32 master weights in the optimizer, as Megatron-LM).
+CPU: the local layer spec (torch LayerNorm/Linear) over gloo with `cpu_compat` enabled. GPU: the
+Transformer Engine spec when TE is installed (required for fp8) and the CUDA-only switches (fp8,
+CUDA graphs, TP comm overlap). Context parallelism is refused (benchmarks/gpt3/config.py).
 
 Checkpoints: `tiny_state()` / `load_tiny_state()` move full (unsharded, TP=1 PP=1) tensors of the
 model and Adam moments in and out of a sharded model, slicing along each parameter's
@@ -30,7 +31,7 @@ def transformer_config(cfg, layout, device: str):
     from megatron.core.transformer.transformer_config import TransformerConfig
 
     on_gpu = device.startswith("cuda")
-    bf16 = on_gpu and cfg.precision == "bf16"
+    bf16 = cfg.precision == "bf16"
     dtype = torch.bfloat16 if bf16 else torch.float32
     kw = {}
     if cfg.activation_recompute != "none":
@@ -75,10 +76,9 @@ def layer_spec(cfg, device: str):
         try:
             import transformer_engine  # noqa: F401
         except ImportError:
-            # What only Transformer Engine implements (CP attention, userbuffers, its RNG tracker
-            # for CUDA graphs): refused on a host without it rather than dropped.
+            # What only Transformer Engine implements (FP8, userbuffers, its RNG tracker for CUDA
+            # graphs): refused on a host without it rather than dropped.
             need = [k for k in ("fp8", "cuda_graphs", "tp_comm_overlap") if getattr(cfg, k)]
-            need += ["context_parallel_size"] if cfg.context_parallel_size > 1 else []
             if need:
                 from harness.core.errors import ConfigError
 
@@ -99,12 +99,14 @@ def padded_vocab(cfg, tp: int) -> int:
 
 
 def build(cfg, layout, device: str):
-    """(model chunks wrapped in megatron DDP, optimizer, scheduler, TransformerConfig)."""
+    """(model chunks wrapped in megatron DDP, optimizer, scheduler, TransformerConfig); in bf16
+    each chunk is DDP(Float16Module(GPTModel)) as in Megatron-LM (`unwrap` gets the GPTModel)."""
     from megatron.core import parallel_state as ps
     from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
     from megatron.core.models.gpt.gpt_model import GPTModel
     from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
     from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
+    from megatron.core.transformer.module import Float16Module
 
     cpu_compat.enable()
     tcfg = transformer_config(cfg, layout, device)
@@ -132,6 +134,11 @@ def build(cfg, layout, device: str):
         )
         if on_gpu:
             m = m.to(device)
+        if tcfg.bf16:
+            # As Megatron-LM's get_model: Float16Module inside DDP. It casts what params_dtype does
+            # not reach (the learned position embedding, torch norms) to bf16 and the first stage's
+            # float inputs with it; the last stage's output comes back in fp32.
+            m = Float16Module(tcfg, m)
         chunks.append(m)
     ddp_cfg = DistributedDataParallelConfig(
         grad_reduce_in_fp32=True,
@@ -170,6 +177,13 @@ def build(cfg, layout, device: str):
         wd_incr_style="constant",
     )
     return model, optimizer, scheduler, tcfg
+
+
+def unwrap(chunk):
+    """The GPTModel inside one chunk of `build`'s model (under DDP and, in bf16, Float16Module)."""
+    from megatron.core.utils import unwrap_model
+
+    return unwrap_model(chunk)
 
 
 def set_schedule_step(scheduler, step: int) -> None:
@@ -237,7 +251,7 @@ def tiny_state(model, optimizer, step: int, consumed_samples: int) -> dict:
     targets = _adam_targets(optimizer)
     params, adam = {}, {}
     for chunk in model:
-        for gname, p in _global_names(chunk.module):
+        for gname, p in _global_names(unwrap(chunk)):
             params[gname] = p.detach().float().cpu().clone()
             st, rng = targets.get(p, ({}, None))
             if "exp_avg" in st:
@@ -262,7 +276,7 @@ def load_tiny_state(model, optimizer, state: dict) -> None:
     adam = state.get("adam", {})
     targets = _adam_targets(optimizer)
     for chunk in model:
-        for gname, p in _global_names(chunk.module):
+        for gname, p in _global_names(unwrap(chunk)):
             if gname not in state["model"]:
                 raise KeyError(f"checkpoint has no tensor for parameter {gname}")
             with torch.no_grad():

@@ -52,7 +52,9 @@ def pretrain_config(plan: RunPlan):
         train_samples_cap=TRAIN_SEQUENCES,
         **dict.fromkeys(DEGREES.values(), 1),
         # One checkpoint serves every layout (PREPARED.json does not depend on them), so it is
-        # always pretrained in one process with the plain optimizer, whatever the run's switches.
+        # always pretrained in one process with the plain optimizer in fp32, whatever the run's
+        # switches (precision is not part of the data's fingerprint either).
+        precision="fp32",
         distributed_optimizer=False,
         sequence_parallel=False,
         overlap_param_gather=False,

@@ -10,8 +10,8 @@ moments, this rank's shard under the distributed optimizer).
 
 What a CPU cannot build, left out because none changes a parameter's shape:
   - Transformer Engine (`fp8`, `tp_comm_overlap`, `cuda_graphs`, its fused LayerNorm+linear spec):
-    not installed on CPU; the local spec holds the same tensors (LayerNorm and linear apart), its
-    torch LayerNorms in fp32 where TE's are bf16 (4 x hidden values per layer: +0.01 % bytes).
+    not installed on CPU; the local spec holds the same tensors (LayerNorm and linear apart), all
+    bf16 as TE's are (megatron's Float16Module casts the torch LayerNorms and position embedding).
   - `sequence_parallel`: the local spec's torch LayerNorm refuses it; it splits activations only.
   - gloo process groups: a fake world cannot rendezvous gloo; megatron needs them only to gather the
     distributed optimizer's state on the CPU when it saves a checkpoint.
@@ -155,7 +155,7 @@ def count(cfg, layout) -> dict:
             if got != stage:
                 raise RuntimeError(f"rank {stage * per_stage} is pipeline stage {got}, expected {stage}")
             stages[stage] = stage_parts(model, optimizer)
-            total += sum(_full_size(m.module, layout.tp) for m in model)
+            total += sum(_full_size(gmodel.unwrap(m), layout.tp) for m in model)
     busiest = max(
         stages, key=lambda s: stages[s]["weights"] + stages[s]["gradients"] + stages[s]["optimizer"]
     )

@@ -37,7 +37,7 @@ FIELDS = {
             2,
             {"pipeline_model_parallel_size": 2, "num_layers": 4, "micro_batch_size": 8},
         ),
-        "context_parallel_size": ("gpu", 2),
+        "context_parallel_size": ("refused", 2),  # no CP split of the batch (Gpt3Config.SWITCHES)
         "fp8": ("gpu", True),
         "cuda_graphs": ("gpu", True),
         "num_layers": ("build:tcfg", 4),
@@ -71,7 +71,7 @@ FIELDS = {
         "train_samples_cap": ("read", 1000),
         "checkpoint_interval_steps": ("read", 0),
         "overlap_grad_reduce": ("build:ddp", False),
-        "precision": ("gpu", "bf16"),
+        "precision": ("build:tcfg", "bf16"),  # bf16 runs on CPU too (tests/integration/test_gpt3_bf16.py)
         # Run on CPU too (reference_impls/gpt3/cpu_compat.py; tests/integration/test_gpt3_tp2.py).
         "distributed_optimizer": ("build:ddp", True),
         "sequence_parallel": ("build:tcfg", True, {"tensor_model_parallel_size": 2}),
@@ -82,7 +82,7 @@ FIELDS = {
         **BASE,
         "global_batch_size": ("plan", 16),
         "micro_batch_size": ("plan", 4),
-        "context_parallel_size": ("gpu", 2),
+        "context_parallel_size": ("refused", 2),  # no CP split of the batch (Gpt3Config.SWITCHES)
         "fp8": ("gpu", True),
         "compile": ("gpu", True),
         "num_layers": ("build:model", 3),
