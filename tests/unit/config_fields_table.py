@@ -82,7 +82,7 @@ FIELDS = {
         **BASE,
         "global_batch_size": ("plan", 16),
         "micro_batch_size": ("plan", 4),
-        "context_parallel_size": ("refused", 2),  # no CP split of the batch (Gpt3Config.SWITCHES)
+        "context_parallel_size": ("gpu", 2),
         "fp8": ("gpu", True),
         "compile": ("gpu", True),
         "num_layers": ("build:model", 3),
