@@ -5,8 +5,11 @@ Each benchmark's `reference_impls/<name>/manifest.py` decides what the manifest 
 config fields the data depends on, under which key, which format tag) and keeps its on-disk layout;
 this module holds the mechanics they share (torch-free: the CLI asks `is_prepared` before it
 starts anything): hashing, the atomic write, and the check that the
-recorded fields still match and every listed file is there with its recorded size. Sizes, not
-hashes, by default: re-hashing a multi-TB dataset on every run is not useful (`verify` does it).
+recorded fields still match and every listed file is there with its recorded size and, with
+`verify`, sha256. Every benchmark verifies its tiny data (a few MB: milliseconds, and a
+same-size corruption must not train) and checks full data by size only (re-hashing a multi-TB
+dataset on every run is not useful; `prepare` checks its contents). A tiny directory that fails
+the check is not prepared, so `mlperf run` prepares it again (tiny data is regenerated).
 """
 
 from __future__ import annotations
@@ -55,7 +58,8 @@ def read(data_dir: str | Path) -> dict | None:
 
 def check(data_dir: str | Path, expect: dict, size_key: str = "bytes", verify: bool = False) -> dict | None:
     """The manifest when it records `expect` (compared as JSON would store it: tuples read back as
-    lists) and every file it lists has its recorded size (and sha256 with verify); else None."""
+    lists) and every file it lists has its recorded size (and sha256 with verify: an entry
+    without one fails); else None."""
     m = read(data_dir)
     if m is None or {k: m.get(k) for k in expect} != json.loads(json.dumps(expect)):
         return None

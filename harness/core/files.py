@@ -47,6 +47,16 @@ def fsync_dir(path: str | Path) -> None:
         os.close(fd)
 
 
+def fsync_file(path: str | Path) -> None:
+    """Flush a file someone else wrote (e.g. a framework's checkpoint writer) to stable storage.
+    Not best effort: a file that cannot be made durable must not be committed."""
+    fd = os.open(path, os.O_RDONLY)  # Linux flushes the inode's dirty pages whatever the fd mode
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:

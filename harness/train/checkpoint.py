@@ -12,11 +12,13 @@
     state, manifest = ck.load(found.path)       # this rank's file, sha256-checked, weights_only
 
 Atomicity: every rank writes into `.step_N.partial/` (temp file, fsync, rename; a sharded writer
-into `.step_N.partial/sharded/`), all ranks meet at a barrier, hash their share of the files
-(`hash_share`: each rank its own file and a size-balanced part of the rest, in parallel), meet
-again, and rank 0 writes the manifest the same way and renames the folder to `step_N` (then fsyncs
-the parent), so a crash at any instant leaves either a complete `step_N` or a `.partial` folder
-that is ignored and later swept. A torn or corrupted file fails its sha256 and `latest_good` falls
+into `.step_N.partial/sharded/`), all ranks meet at a barrier, fsync and hash their share of the
+files (`hash_share`: each rank its own file and a size-balanced part of the rest, in parallel: the
+frameworks' savers leave some files unsynced, e.g. megatron's common.pt and metadata.json), meet
+again, and rank 0 fsyncs the folders (sharded/ and below, the step folder), writes the manifest the
+same way and renames the folder to `step_N` (then fsyncs the parent), so a crash or power loss at
+any instant leaves either a complete `step_N` or a `.partial` folder that is ignored and later
+swept. A torn or corrupted file fails its sha256 and `latest_good` falls
 back to the previous checkpoint; rotation keeps `keep` (>= 2) good ones for that reason.
 
 Loading never unpickles arbitrary objects: rank files are read with `torch.load(weights_only=True)`
@@ -56,7 +58,7 @@ from harness.core.checkpoint_manifest import (  # noqa: F401 - re-exported for t
     step_dir,
     verify,
 )
-from harness.core.files import atomic_write_bytes, fsync_dir, sha256_file
+from harness.core.files import atomic_write_bytes, fsync_dir, fsync_file, sha256_file
 from harness.train.rng import capture_rng, restore_rng  # noqa: F401 - re-exported
 
 # ---- what may go into a rank file -------------------------------------------------------------
@@ -83,6 +85,12 @@ def check_loadable(obj: Any, where: str = "state") -> None:
     raise CheckpointError(
         f"{where}: {type(obj).__name__} cannot be stored (tensors, dicts, lists, tuples and scalars only)"
     )
+
+
+def _durable(path: Path, size: int) -> dict:
+    """fsync a file of the checkpoint (whoever wrote it), then its manifest entry."""
+    fsync_file(path)
+    return {"bytes": size, "sha256": sha256_file(path)}
 
 
 # ---- the writer/reader ----------------------------------------------------------------------
@@ -136,10 +144,7 @@ class Checkpointer:
             write(partial / SHARDED)
         self._barrier()
         files = state_files(partial)  # every rank's writes are visible after the barrier
-        hashed = {
-            n: {"bytes": files[n], "sha256": sha256_file(partial / n)}
-            for n in hash_share(files, self.rank, self.world_size)
-        }
+        hashed = {n: _durable(partial / n, files[n]) for n in hash_share(files, self.rank, self.world_size)}
         note = json.dumps({"files": hashed, "meta": rank_meta or {}}).encode()
         atomic_write_bytes(partial / NOTES / f"rank_{self.rank:05d}.json", note)
         self._barrier()
@@ -160,7 +165,12 @@ class Checkpointer:
         shutil.rmtree(partial / NOTES)
         for name, size in state_files(partial).items():  # one a lagging shared FS hid from a rank
             if name not in files:
-                files[name] = {"bytes": size, "sha256": sha256_file(partial / name)}
+                files[name] = _durable(partial / name, size)
+        if (partial / SHARDED).is_dir():  # the writers' file names, before the manifest names them
+            for d in sorted((p for p in (partial / SHARDED).rglob("*") if p.is_dir()), reverse=True):
+                fsync_dir(d)
+            fsync_dir(partial / SHARDED)
+        fsync_dir(partial)  # the rank files' and sharded/'s entries
         manifest = {
             "format": FORMAT,
             "version": VERSION,

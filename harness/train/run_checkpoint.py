@@ -16,7 +16,8 @@ object with `write(folder)` and `read(folder)`, collectives every rank calls wit
 `sharded/` folder (megatron-core dist_checkpointing, torch.distributed.checkpoint); the rank files
 then hold the per-rank rest (RNG states). The step folder, the atomic commit, the manifest (sha256
 of every file, hashed by all ranks in parallel), rotation and `latest_good` are the same either way
-(checkpoint.py, harness/core/checkpoint_manifest.py).
+(checkpoint.py, harness/core/checkpoint_manifest.py); every file the sharded writer leaves and its
+folders are fsynced (each rank its share) before the manifest commits them.
 """
 
 from __future__ import annotations

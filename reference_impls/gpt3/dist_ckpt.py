@@ -7,7 +7,12 @@
 What a checkpoint holds is megatron's sharded state: every parameter as a ShardedTensor of its
 global shape (TP shards and PP/VP stages keyed by global layer numbers, the tied output embedding
 as the input one), and the optimizer's `sharded_state_dict`: Adam's step and param groups and its
-per-parameter state. A plain optimizer's state is in model space (`exp_avg`/`exp_avg_sq` shaped
+per-parameter state. Adam's step is where the Adam megatron picked keeps it (adam_step.py): torch
+Adam per parameter (megatron saves it as one `common_step`, or in the distributed optimizer's
+param groups), TE's/Apex's FusedAdam per param group (saved with the groups); `load` fills a fresh
+torch Adam's per-parameter state first and works around megatron 0.16.1's torch-Adam step
+handling, and leaves a fused Adam's state as megatron builds it (a per-parameter step there would
+break TE's state_dict()). A plain optimizer's state is in model space (`exp_avg`/`exp_avg_sq` shaped
 like the parameter), so it loads at any TP/PP/VP/DP layout. The distributed optimizer's parameter
 state (fp32 master weights, `exp_avg`, `exp_avg_sq` of each DP rank's range) has two forms in
 megatron-core 0.16.1 (its third, "fully_sharded_model_space", is refused there):
@@ -80,10 +85,16 @@ def load(model, optimizer, folder: Path, sharding: str = RUN_SHARDING) -> None:
 def _prime(optimizer) -> None:
     """Give a fresh torch Adam its state (zeros, step 0; the load overwrites them): without TE or
     Apex, the distributed optimizer reads every param state's `step` when it builds the sharded
-    dict to load into, and torch Adam has none before its first step."""
+    dict to load into, and torch Adam has none before its first step. A fused Adam (step per
+    group) is left alone: megatron allocates its moments, and TE's FusedAdam refuses any other
+    per-parameter key (its state_dict() raises KeyError 'step')."""
     import torch
 
+    from reference_impls.gpt3 import adam_step
+
     for o in getattr(optimizer, "chained_optimizers", [optimizer]):
+        if adam_step.per_group(o.optimizer):
+            continue
         for group in o.optimizer.param_groups:
             for p in group["params"]:
                 st = o.optimizer.state[p]

@@ -4,7 +4,8 @@ Tiny (`prepare` writes it):
     c4_synth_train_00.{bin,idx}, c4_synth_train_01.{bin,idx}, c4_synth_validation.{bin,idx}
     checkpoint/tiny_ckpt.pt        model + Adam state after reference_checkpoint_step steps
     PREPARED.json                  sha256 + size of every file above, and the config fields the
-                                   data and checkpoint depend on (written last, atomically)
+                                   data and checkpoint depend on (written last, atomically);
+                                   `is_prepared` re-hashes every file
 Full (the user provides it; nothing can be downloaded here):
     <prefix>.{bin,idx} for the two C4 training prefixes and the validation prefix
     ckpt4000-consumed_samples=0/   the reference checkpoint (megatron dist_checkpointing format)
@@ -62,13 +63,14 @@ def read(data_dir: str | Path) -> dict | None:
     return shared.read(data_dir)
 
 
-def is_prepared(plan, verify_hashes: bool = False) -> bool:
+def is_prepared(plan) -> bool:
     """True when plan.data_dir holds data for this plan: tiny = a manifest matching the config and
-    files of the recorded sizes (sha256 too with verify_hashes); full = the expected layout."""
+    files of the recorded sizes and sha256 (7 MB: ~10 ms; a same-size corruption must not
+    train); full = the expected layout (present, not hashed: ~1 TB)."""
     if plan.size == "full":
         return not missing_full(Path(plan.data_dir))
     expect = {"format": FORMAT, "config": data_fields(plan.config)}
-    m = shared.check(plan.data_dir, expect, size_key="size", verify=verify_hashes)
+    m = shared.check(plan.data_dir, expect, size_key="size", verify=True)
     return bool(m and m.get("files"))  # a manifest that lists nothing proves nothing
 
 

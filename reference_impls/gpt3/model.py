@@ -24,7 +24,7 @@ import re
 
 import torch
 
-from reference_impls.gpt3 import cpu_compat
+from reference_impls.gpt3 import adam_step, cpu_compat
 
 
 def transformer_config(cfg, layout, device: str):
@@ -197,27 +197,36 @@ def set_schedule_step(scheduler, step: int) -> None:
 _LAYER = re.compile(r"^decoder\.layers\.(\d+)\.")
 
 
-def _adam_targets(optimizer) -> dict:
-    """model param -> (its Adam state dict, the flat range of the param that state covers, or None
-    for all of it), across megatron's (possibly chained) optimizers. The distributed optimizer
-    keeps state for this DP rank's flat range of each param, keyed by its shard, not the param."""
+def _adam_slots(optimizer) -> dict:
+    """model param -> (its Adam state dict, the flat range of the param that state covers or None
+    for all of it, its param group, whether that optimizer keeps the step per group: adam_step.py),
+    across megatron's (possibly chained) optimizers. The distributed optimizer keeps state for this
+    DP rank's flat range of each param, keyed by its shard, not the param."""
     out = {}
     for o in getattr(optimizer, "chained_optimizers", [optimizer]):
-        inner = o.optimizer  # torch Adam; its state is a defaultdict, so lookups create entries
+        inner = o.optimizer  # torch Adam or a fused Adam; its state is a defaultdict (lookups create)
+        grouped = adam_step.per_group(inner)
+        group_of = {id(p): g for g in inner.param_groups for p in g["params"]}
         if hasattr(o, "model_param_group_index_map"):  # DistributedOptimizer
             for p, (gi, go) in o.model_param_group_index_map.items():
                 r = o._get_model_param_range_map(p)["param"]
-                out[p] = (inner.state[inner.param_groups[gi]["params"][go]], slice(r.start, r.end))
+                g = inner.param_groups[gi]
+                out[p] = (inner.state[g["params"][go]], slice(r.start, r.end), g, grouped)
             continue
         for model_g, main_g in zip(
             getattr(o, "float16_groups", []), getattr(o, "fp32_from_float16_groups", [])
         ):
             for p, main in zip(model_g, main_g):  # bf16 params: state of their fp32 master copy
-                out[p] = (inner.state[main], None)
-        for group in inner.param_groups:
-            for p in group["params"]:
-                out.setdefault(p, (inner.state[p], None))
+                out[p] = (inner.state[main], None, group_of[id(main)], grouped)
+        for g in inner.param_groups:
+            for p in g["params"]:
+                out.setdefault(p, (inner.state[p], None, g, grouped))
     return out
+
+
+def _adam_targets(optimizer) -> dict:
+    """model param -> (its Adam state dict, its flat range or None): `_adam_slots` without the step's place."""
+    return {p: slot[:2] for p, slot in _adam_slots(optimizer).items()}
 
 
 def _global_names(chunk_module):
@@ -247,20 +256,25 @@ def _shard(full: torch.Tensor, p: torch.nn.Parameter) -> torch.Tensor:
 
 
 def tiny_state(model, optimizer, step: int, consumed_samples: int) -> dict:
-    """Checkpoint of a TP=1 PP=1 DP=1 model: plain tensors (torch.load(weights_only=True) reads it)."""
-    targets = _adam_targets(optimizer)
+    """Checkpoint of a TP=1 PP=1 DP=1 model: plain tensors (torch.load(weights_only=True) reads it).
+    Adam's step is stored per parameter whichever Adam wrote it (adam_step.py), so a checkpoint
+    written with torch Adam (CPU) loads into TE's FusedAdam (GPU) and back."""
+    slots = _adam_slots(optimizer)
     params, adam = {}, {}
     for chunk in model:
         for gname, p in _global_names(unwrap(chunk)):
             params[gname] = p.detach().float().cpu().clone()
-            st, rng = targets.get(p, ({}, None))
+            st, rng, group, grouped = slots.get(p, ({}, None, {}, False))
             if "exp_avg" in st:
                 if rng is not None and rng.stop - rng.start != p.numel():
                     raise ValueError(f"{gname}: optimizer state is sharded over DP; tiny_state needs DP 1")
                 adam[gname] = {
                     k: st[k].float().cpu().reshape(p.shape).clone() for k in ("exp_avg", "exp_avg_sq")
                 }
-                adam[gname]["step"] = float(st["step"])
+                step_n = adam_step.get(grouped, group, st)
+                if step_n is None:
+                    raise ValueError(f"{gname}: Adam has moments but no step")
+                adam[gname]["step"] = step_n
     return {
         "format": "mlperf-harness/gpt3-tiny-ckpt/1",
         "step": step,
@@ -272,22 +286,28 @@ def tiny_state(model, optimizer, step: int, consumed_samples: int) -> dict:
 
 def load_tiny_state(model, optimizer, state: dict) -> None:
     """Copy a full-tensor checkpoint into this rank's shards (params and Adam moments; TP slices
-    along `partition_dim`, the distributed optimizer's DP range of the flattened param)."""
+    along `partition_dim`, the distributed optimizer's DP range of the flattened param); Adam's
+    step goes where the optimizer in use keeps it (per parameter or per param group)."""
     adam = state.get("adam", {})
-    targets = _adam_targets(optimizer)
+    slots, group_steps = _adam_slots(optimizer), {}
     for chunk in model:
         for gname, p in _global_names(unwrap(chunk)):
             if gname not in state["model"]:
                 raise KeyError(f"checkpoint has no tensor for parameter {gname}")
             with torch.no_grad():
                 p.copy_(_shard(state["model"][gname], p))
-            if gname in adam and p in targets:
-                st, rng = targets[p]
+            if gname in adam and p in slots:
+                st, rng, group, grouped = slots[p]
                 a = adam[gname]
                 for k in ("exp_avg", "exp_avg_sq"):
                     t = _shard(a[k], p).to(p.device, torch.float32)
                     st[k] = (t if rng is None else t.reshape(-1)[rng]).clone()
-                st["step"] = torch.tensor(a["step"], dtype=torch.float32)
+                if grouped and group_steps.setdefault(id(group), a["step"]) != a["step"]:
+                    raise ValueError(
+                        f"{gname}: Adam step {a['step']} differs from its param group's "
+                        f"{group_steps[id(group)]} (a fused Adam keeps one step per group)"
+                    )
+                adam_step.put(grouped, group, st, a["step"])
     optimizer.reload_model_params()  # fp32 master copies (bf16 runs) follow the loaded weights
 
 

@@ -226,3 +226,47 @@ def test_sharded_writer_two_ranks_one_manifest_hashed_by_both(tmp_path):
         ck.verify(newest, 2, share=(owner, 2))
     ck.verify(newest, 2, share=(1 - owner, 2))  # the other rank's share does not include it
     assert ck.latest_good(tmp_path, 2).step == 1
+
+
+def test_every_sharded_file_and_folder_is_fsynced_before_the_manifest(tmp_path, monkeypatch):
+    """The frameworks' savers do not fsync all they write (megatron's common.pt, metadata.json, no
+    folder): the checkpointer does, each rank its share, before rank 0 writes the manifest. A power
+    loss after the commit must not leave a manifest naming files the disk never got."""
+    import os
+
+    synced = []  # (path, is the manifest's temp file) in fsync order, over both ranks
+    real = os.fsync
+
+    def record(fd):
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        synced.append(path)
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", record)
+
+    def writer(r):  # like a framework saver: plain writes, a subfolder, no fsync
+        def write(folder):
+            (folder / f"__{r}_0.distcp").write_bytes(bytes([r]) * 5000)
+            if r == 0:
+                (folder / "common.pt").write_bytes(b"c" * 100)
+                (folder / "meta").mkdir()
+                (folder / "meta" / "metadata.json").write_text("{}")
+
+        return write
+
+    def rank(r, barrier):
+        ck.Checkpointer(tmp_path, rank=r, world_size=2, barrier=barrier).save(
+            5, {"rng": torch.tensor([r])}, {"step": 5}, write=writer(r)
+        )
+
+    _two_ranks(rank)
+    final = ck.step_dir(tmp_path, 5)
+    partial = tmp_path / ".step_00000005.partial"
+    manifest_at = next(i for i, p in enumerate(synced) if os.path.basename(p).startswith(".manifest.json."))
+    before = {os.path.relpath(p, partial) for p in synced[:manifest_at]}
+    files = set(ck.verify(final, world_size=2)["files"])
+    assert {n for n in files if n.startswith("sharded/")} == {
+        "sharded/__0_0.distcp", "sharded/__1_0.distcp", "sharded/common.pt", "sharded/meta/metadata.json"
+    }  # fmt: skip
+    assert files <= before, sorted(files - before)
+    assert {"sharded", "sharded/meta", "."} <= before, sorted(before)
