@@ -214,8 +214,9 @@ def load(data_dir, cfg, in_memory: bool = False) -> Graph:
             )
         csc[et] = (_tensor(indptr, in_memory), _tensor(indices, in_memory))
     feats = arrays["features"]
-    if in_memory:
-        feats = {t: torch.from_numpy(np.array(a, dtype=np.float32)) for t, a in feats.items()}
+    if in_memory:  # fp8_features: the store itself is FP8 (NVIDIA converts its features offline)
+        dtype = torch.float8_e4m3fn if cfg.fp8_features else torch.float32
+        feats = {t: torch.from_numpy(np.array(a, dtype=np.float32)).to(dtype) for t, a in feats.items()}
     labels = arrays["labels"]
     labels = (
         torch.from_numpy(np.asarray(labels[: cfg.num_labeled_papers]).astype(np.int64))
@@ -250,7 +251,8 @@ def _tensor(arr, in_memory: bool):
 
 
 def gather(features, ids):
-    """Rows `ids` (a torch int64 tensor) of an in-memory tensor or a memory-mapped array, as float32 torch."""
+    """Rows `ids` (a torch int64 tensor) of an in-memory tensor (in its dtype: float32 or FP8) or of a
+    memory-mapped array (as float32 torch)."""
     import torch
 
     if isinstance(features, torch.Tensor):

@@ -55,8 +55,8 @@ def test_tiny_plan_one_and_two_ranks(tmp_path):
         ("cpu-local", ("fan_out=[10, 5, 3]",), "'fan_out' is fixed at [15, 10, 5]"),
         ("dgx-h100x8", ("tensor_model_parallel_size=2",), "supports data parallelism only"),
         ("dgx-h100x8", ("pipeline_model_parallel_size=2",), "supports data parallelism only"),
-        ("cpu-local", ("fp8_features=true",), "fp8_features=true needs a GPU"),
-        ("cpu-local", ("amp=true",), "amp=true needs a GPU"),
+        ("dgx-h100x8", ("cuda_graphs=true",), "gnn implementation has no such path"),
+        ("cpu-local", ("fp8=true",), "gnn implementation has no such path"),
     ],
 )
 def test_refusals(tmp_path, system, sets, message):
@@ -71,4 +71,13 @@ def test_config_consistency_errors():
         GnnConfig(fan_out=[10, 5])
     with pytest.raises(ValueError, match="num_labeled_papers 10 exceeds the 5 papers"):
         GnnConfig(num_nodes={"paper": 5, "author": 1, "institute": 1, "fos": 1}, num_labeled_papers=10)
-    assert GnnConfig.SWITCHES["fp8_features"].on == ("gpu",) and GnnConfig.SUPPORTS == ()
+    assert GnnConfig.SUPPORTS == ()
+
+
+def test_the_gpu_precision_switches_run_on_cpu_as_the_tiny_config_ships_them(tmp_path):
+    """amp and fp8_features execute on CPU (test_gnn_precision.py), so CPU systems accept them."""
+    for name in ("fp8_features", "amp"):
+        assert GnnConfig.SWITCHES[name].on == ("cpu", "gpu")
+    for system in ("cpu-local", "dgx-h100x8"):
+        cfg = typed_config(runner.resolve("gnn", system, runs=1, seed=1, results_dir=tmp_path).plans[0])
+        assert (cfg.amp, cfg.fp8_features) == (True, True)
