@@ -107,20 +107,32 @@ class Gpt3Config(BenchmarkConfig):
     """Compute dtype (params and activations); bf16 only on GPU systems, the CPU path computes in fp32."""
 
     SWITCHES: ClassVar[dict[str, Switch]] = {
-        "fp8": Switch(("gpu",), "Transformer Engine FP8 (hybrid e4m3/e5m2) needs CUDA"),
-        "cuda_graphs": Switch(("gpu",), "megatron's per-layer CUDA graphs need CUDA and Transformer Engine"),
+        "fp8": Switch(
+            ("gpu",), "Transformer Engine FP8 (hybrid e4m3/e5m2) needs CUDA", library="transformer_engine"
+        ),
+        "cuda_graphs": Switch(
+            ("gpu",),
+            "megatron's per-layer CUDA graphs need CUDA and Transformer Engine",
+            library="transformer_engine",
+        ),
         # On CPU through reference_impls/gpt3/cpu_compat.py under gloo (tests/integration/test_gpt3_tp2.py).
         "distributed_optimizer": Switch(("cpu", "gpu"), ""),
         "sequence_parallel": Switch(("cpu", "gpu"), "", min_degree=(("tp", 2),)),
         "overlap_param_gather": Switch(("cpu", "gpu"), "", needs=("distributed_optimizer",)),
         "tp_comm_overlap": Switch(
-            ("gpu",), "Transformer Engine userbuffers need CUDA", needs=("sequence_parallel",)
+            ("gpu",),
+            "Transformer Engine userbuffers need CUDA",
+            needs=("sequence_parallel",),
+            library="transformer_engine",
         ),
         "overlap_grad_reduce": Switch(("cpu", "gpu"), ""),
         "activation_recompute": Switch(("cpu", "gpu"), "", off="none"),
         "precision": Switch(("gpu",), "the CPU path computes in fp32", off="fp32"),
         "context_parallel_size": Switch(
-            ("gpu",), "megatron-core runs context parallelism only in Transformer Engine attention", off=1
+            ("gpu",),
+            "megatron-core runs context parallelism only in Transformer Engine attention",
+            off=1,
+            library="transformer_engine",
         ),
     }
     SUPPORTS: ClassVar[tuple[str, ...]] = ("tp", "pp", "vp", "cp")
