@@ -36,15 +36,15 @@ Time plan on one H200 with 16 host cores (estimates: nothing here has run on a G
 
 Where: any CUDA host after the README's GPU install line, or as it is on the device machine this
 workplace sometimes lends (one H200; Python 3.12, torch 2.11 + CUDA 13, no network; no megatron-core,
-mlperf-logging, diffusers, pydantic, torchao or Transformer Engine) with these wheels carried: about
-16 MiB of the 64 MiB that may travel; torch is never reinstalled; Transformer Engine has no wheel
+mlperf-logging, diffusers, pydantic, torchao or Transformer Engine) with these wheels carried: 15.5
+MiB of the 64 MiB that may travel (diffusers 6.1, torchao 3.1, megatron-core 2.5, pydantic-core 2.2); torch is never reinstalled; Transformer Engine has no wheel
 that fits, so its rows say `skipped` and FP8 GPT-3 is measured through `_scaled_mm`. Once, here:
 
     echo /.whl/ >> .git/info/exclude
     python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
       --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
       --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .whl \
-      megatron-core==0.16.1 mlperf-logging==4.1.68 diffusers==0.42.1 importlib-metadata==10.2.0 \
+      megatron-core==0.16.1 mlperf-logging==4.1.68 diffusers==0.42.1 importlib-metadata==8.7.0 \
       pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 \
       typing-extensions==4.16.0 peft==0.21.2 torchao==0.17.0
 
