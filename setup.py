@@ -2,9 +2,13 @@
 
 Install for CPU work (tests, tiny runs, reviewing, analysis):
     pip install -e '.[all,test]'
-The torch pin matters: an unpinned torch pulls several GB of CUDA wheels on a CPU box.
-GPU hosts add the transformer-engine extra inside a CUDA torch environment:
-    pip install --no-build-isolation -e '.[all,gpu]'
+The torch pin matters there: an unpinned torch pulls several GB of CUDA wheels on a CPU box, and
+the pin takes the CPU wheel. GPU hosts (an NGC PyTorch container, or any env with a CUDA torch):
+    pip install --no-build-isolation -e '.[gpu]'
+The `gpu` extra has the same training libraries with NO torch requirement of its own (megatron-core,
+accelerate and peft ask for torch>=2.6 / >=2.0 / >=1.13, which a container's torch, pre-release
+versions like 2.10.0a0+nv25.11 included, already satisfies: pip keeps it) and Transformer Engine in
+a range that keeps the container's build: NGC PyTorch 25.11 ships TE 2.9.0, later releases newer ones.
 """
 
 from setuptools import find_packages, setup
@@ -22,24 +26,34 @@ CORE = [
     # The official emitter and checkers; scores are verified against this exact release.
     "mlperf-logging==4.1.68",
 ]
+# The CPU wheel of the release CI runs (never in the `gpu` extra: it would replace a CUDA build).
+CPU_TORCH = ["torch==2.13.0"]
+# Training libraries, torch left to the environment.
 TRAIN = [
-    "torch==2.13.0",
     # Tested with 0.16.1 on CPU through reference_impls/gpt3/cpu_compat.py; other releases move
     # the torch.cuda call sites that the compatibility layer patches.
     "megatron-core==0.16.1",
     "safetensors>=0.4",
 ]
+LLM = ["transformers>=5.0,<6", "peft>=0.21,<0.22", "accelerate>=1.0"]
+GNN = ["torch-geometric>=2.8,<2.9"]
+SD = ["diffusers>=0.42,<0.43", "transformers>=5.0,<6", "scikit-learn>=1.4"]
+# Transformer Engine as NGC containers ship it: from 2.9 (megatron-core 0.16.1's floor; NGC 25.11)
+# with no cap below 3, so a newer container's TE is kept rather than replaced by a source build
+# (megatron-core's own dev extra caps at <2.12; builds past 2.11 have not run here).
+TE = ["transformer-engine[pytorch]>=2.9.0a0,<3"]
 EXTRAS = {
-    "train": TRAIN,
-    "llm": TRAIN + ["transformers>=5.0,<6", "peft>=0.21,<0.22", "accelerate>=1.0"],
-    "gnn": TRAIN + ["torch-geometric>=2.8,<2.9"],
-    "sd": TRAIN + ["diffusers>=0.42,<0.43", "transformers>=5.0,<6", "scikit-learn>=1.4"],
+    "train": CPU_TORCH + TRAIN,
+    "llm": CPU_TORCH + TRAIN + LLM,
+    "gnn": CPU_TORCH + TRAIN + GNN,
+    "sd": CPU_TORCH + TRAIN + SD,
     "test": ["pytest>=8", "pytest-xdist>=3.5", "ruff>=0.6"],
-    # GPU hosts only (needs a CUDA torch and --no-build-isolation); never in the CPU env:
-    # an installed-but-broken transformer_engine makes `import megatron.core` fail.
-    "gpu": ["transformer-engine[pytorch]>=2.9.0a0,<2.12.0"],
+    # GPU hosts only (an env with a CUDA torch; --no-build-isolation so TE builds against it);
+    # never on a CPU machine: an installed-but-broken transformer_engine makes `import
+    # megatron.core` fail.
+    "gpu": sorted(set(TRAIN + LLM + GNN + SD + TE)),
 }
-EXTRAS["all"] = sorted(set(EXTRAS["llm"] + EXTRAS["gnn"] + EXTRAS["sd"]))
+EXTRAS["all"] = sorted(set(EXTRAS["llm"] + EXTRAS["gnn"] + EXTRAS["sd"]))  # CPU: with the torch pin
 
 setup(
     name="mlperf-harness",

@@ -1,6 +1,6 @@
-"""GPU acceptance check: on one GPU, in at most 8 minutes, everything a CPU cannot prove.
+"""GPU acceptance check: on one GPU, in at most 6 minutes, everything a CPU cannot prove.
 
-    python bench/gpu_check.py --out DIR [--budget-s 480] [--system dgx-h200x1] [--only PARTS]
+    python bench/gpu_check.py --out DIR [--budget-s 360] [--system dgx-h200x1] [--only PARTS]
 
 Measures, in this order (each row of DIR/gpu_check.json names the implementation that produced it):
 1. GPT-3 175B-shaped decoder layer (hidden 12288, seq 2048, micro-batch 1, TP=1), forward + backward:
@@ -11,28 +11,47 @@ Measures, in this order (each row of DIR/gpu_check.json names the implementation
 2. One Llama 2 70B-width LoRA decoder layer (seq 8192): bf16; FP8 through torchao (the benchmark's
    fp8 switch) and through `torch._scaled_mm`.
 3. One SD v2 UNet training step and one R-GAT training step at full size with the 1-GPU system's
-   tuned config (bench/gpu/steps.py says what is real and what is synthetic).
-4. In parallel processes: `pytest -m gpu tests/gpu`, and every benchmark's tiny size through
-   `mlperf run BENCH --system SYS --nproc-per-node 1 --size tiny --runs 1` (log through `mlperf
-   check`), then once more per GPU-only switch of its config (`GPU_ONLY`) with `--set SWITCH=true`.
-Writes DIR/gpu_check.json (bench/gpu/report.py: the schema) and prints one line per check.
+   tuned config (bench/gpu/steps.py says what is real and what is synthetic). The SD step runs at
+   the largest halving of the config's micro-batch that fits the card (dgx-h200x1's 64 would need
+   ~180 GiB: 32 on an H200); its row says so (`micro_batch`, `config_micro_batch`, why).
+4. In parallel processes, the longest first: `pytest -m gpu tests/gpu`, and every benchmark's tiny
+   size through `mlperf run BENCH --system SYS --nproc-per-node 1 --size tiny --runs 1` (log through
+   `mlperf check`), then once more per GPU-only switch of its config (`gpu_only`) with `--set
+   SWITCH=<on>`. Each benchmark's data is prepared by its first run (bench/gpu/runs.py). A switch
+   whose library is missing here (Transformer Engine on the check machine) is `refused` at once,
+   as `mlperf run` refuses it (exit 2, one line, before launch), and is listed as not checked.
+Writes DIR/gpu_check.json (bench/gpu/report.py: the schema) after every check, so a run cut short
+still brings back what had finished, and prints one line per check.
 Exit: 0 all checks ok (refused/skipped ones are listed as not checked), 4 a check failed, 2 no CUDA
 GPU (one line) or bad arguments, 1 the script itself broke.
 
+Time plan on one H200 with 16 host cores (estimates: nothing here has run on a GPU yet):
+| stage | s | basis |
+| start: imports, CUDA context | 10 | torch + megatron-core import ~5 s, context ~2 s |
+| 1. GPT-3 layer: 3 rows (TE rows skipped) | 15 | 1.8 G-param layer, 22 TFLOP/step fwd+bwd -> ~50 ms at ~450 TFLOP/s; 13 steps + build ~5 s a row |
+| 2. Llama 2 LoRA layer: 3 rows | 20 | ~0.7 G-param layer at seq 8192 ~40 ms/step; building the base (262 M embedding) ~5 s; torchao swap ~5 s |
+| 3. SD UNet step at MBS 32 + R-GAT step | 45 | UNet 866 M build ~8 s, ~75 TFLOP/step -> ~0.3 s, 14 steps + flop count ~8 s, cuDNN autotune; random 1 M-paper graph + CSC in numpy ~15 s |
+| 4. tests + tiny runs, 6 processes at a time | 200 | 14 runs + the gpu tests (4 base + 10 switch runs; 5 switches refused at once: gpt3 fp8 and cuda_graphs for TE, tp_comm_overlap and both CPs for the one-GPU layout): the SD `cuda_graphs` lane ~210 s (prepare ~30 + start 15 + compile ~90 + train/eval ~75) bounds it; the other 14 jobs, ~700 s of work (Job.expected_s; gpu tests ~60 s), fill 5 lanes in ~140 s |
+| total | ~290 | under the 360 s budget; at the budget the runs still going are stopped (as `mlperf run` stops them) and reported failed |
+
 Where: any CUDA host after the README's GPU install line, or as it is on the device machine this
 workplace sometimes lends (one H200; Python 3.12, torch 2.11 + CUDA 13, no network; no megatron-core,
-mlperf-logging, diffusers, pydantic, torchao or Transformer Engine) with these wheels carried: about
-16 MiB of the 64 MiB that may travel; torch is never reinstalled; Transformer Engine has no wheel
+mlperf-logging, diffusers, pydantic, torchao or Transformer Engine) with these wheels carried: 15.5
+MiB of the 64 MiB that may travel (diffusers 6.1, torchao 3.1, megatron-core 2.5, pydantic-core 2.2); torch is never reinstalled; Transformer Engine has no wheel
 that fits, so its rows say `skipped` and FP8 GPT-3 is measured through `_scaled_mm`. Once, here:
 
     echo /.whl/ >> .git/info/exclude
     python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-      --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-      -d .whl megatron-core==0.16.1 mlperf-logging==4.1.68 diffusers==0.42.1 pydantic==2.14.4 \
-      pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 typing-extensions==4.16.0 \
-      peft==0.21.2 torchao==0.17.0
+      --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+      --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .whl \
+      megatron-core==0.16.1 mlperf-logging==4.1.68 diffusers==0.42.1 importlib-metadata==8.7.0 \
+      pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 \
+      typing-extensions==4.16.0 peft==0.21.2 torchao==0.17.0
 
-then one device call with carry [".whl"] and timeout_s 420:
+(bench/gpu_rehearse.sh downloads the same list, its TRAVEL, and prints the size),
+
+then one device call with carry [".whl"] and timeout_s 420 (bench/gpu_rehearse.sh rehearses exactly
+this on CPU, in a venv of that machine's versions):
 
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
       --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit; \
@@ -52,6 +71,7 @@ import argparse
 import os
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,7 +91,7 @@ class _Parser(argparse.ArgumentParser):
 def parse(argv):
     ap = _Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, type=Path, help="folder for gpu_check.json")
-    ap.add_argument("--budget-s", type=float, default=480.0, help="stop starting new checks after this")
+    ap.add_argument("--budget-s", type=float, default=360.0, help="stop starting new checks after this")
     ap.add_argument("--system", help="1-GPU system for the runs (default: by GPU name, else dgx-h100x1)")
     ap.add_argument("--parallel", type=int, default=6, help="processes at a time for the tests and tiny runs")
     ap.add_argument("--only", default=",".join(PARTS), help=f"comma list of: {', '.join(PARTS)}")
@@ -149,23 +169,28 @@ def main(argv=None) -> int:
         f"# {device['name']}, torch {device['torch']}, system {system}, budget {args.budget_s:.0f} s",
         flush=True,
     )
-    checks, out = [], args.out / "gpu_check.json"
+    checks, out, lock = [], args.out / "gpu_check.json", threading.Lock()
+
+    def record(c) -> None:
+        """Print a finished check and rewrite the JSON with it: a script cut short (the device
+        call's timeout) still brings back every check that had finished."""
+        with lock:
+            checks.append(c)
+            print(_line(c), flush=True)
+            atomic_write(out, summarize(ctx, checks, device).dump())
+
     with tempfile.TemporaryDirectory(prefix="gpu_check.") as tmp:
         work = (args.work or Path(tmp)).resolve()
-        stages = [
-            ({"layers"}, lambda: layers.checks(ctx)),
-            ({"steps"}, lambda: steps.checks(ctx, system)),
-            ({"tests", "runs", "switches"}, lambda: runs.checks(ctx, system, work, args.parallel, args.only)),
-        ]
-        for parts, stage in stages:
-            if parts & args.only:
-                done = stage()
-                checks += done
-                for c in done:
-                    print(_line(c), flush=True)
-                # after every stage: a run cut short (a device call's timeout) still leaves figures
-                report = summarize(ctx, checks, device)
-                atomic_write(out, report.dump())
+        if "layers" in args.only:
+            for c in layers.checks(ctx):
+                record(c)
+        if "steps" in args.only:
+            for c in steps.checks(ctx, system):
+                record(c)
+        if args.only & {"tests", "runs", "switches"}:
+            runs.checks(ctx, system, work, args.parallel, args.only, record)
+    report = summarize(ctx, checks, device)
+    atomic_write(out, report.dump())
     print(f"{len(report.failed)} failed, {len(report.not_checked)} not checked; {out}")
     return CHECK_FAILED if report.failed else OK
 

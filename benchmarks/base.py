@@ -78,6 +78,10 @@ class Switch:
     off_max_degree: tuple[tuple[str, int], ...] = ()
     """Layout degrees `off` is wrong beyond, e.g. (("world_size", 1),): llama2 without FSDP has no
     other gradient sync, so two ranks would each train their own copy."""
+    library: str | None = None
+    """Top-level module the switch's code imports, e.g. "transformer_engine": where it is not
+    installed, `mlperf run` refuses the switch before launching anything (found with
+    importlib.util.find_spec, nothing imported) and `--dry-run` notes it (harness/resolve/switches.py)."""
 
 
 class BenchmarkConfig(Strict):

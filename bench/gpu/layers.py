@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -223,8 +224,8 @@ def _lora(ctx, fp8: str | None) -> dict:
     return out
 
 
-def checks(ctx) -> list[Check]:
-    """Every layer row: (name, path, function or the reason it cannot run)."""
+def checks(ctx) -> Iterator[Check]:
+    """Every layer row, one at a time as it is measured: (name, path, function or why it cannot run)."""
     cuda = ctx.device.startswith("cuda")
     no_mcore = importable("megatron.core")
     no_te = importable("transformer_engine.pytorch") if cuda else "Transformer Engine needs CUDA"
@@ -269,4 +270,5 @@ def checks(ctx) -> list[Check]:
             lambda: _lora(ctx, "scaled_mm"),
         ),
     ]
-    return [ctx.measure(name, "layer", path, fn, unavailable=why) for name, path, why, fn in rows]
+    for name, path, why, fn in rows:
+        yield ctx.measure(name, "layer", path, fn, unavailable=why)

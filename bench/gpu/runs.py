@@ -5,12 +5,15 @@
   through `mlperf check`; then once per GPU-only switch of the benchmark's config (`SWITCHES` in
   benchmarks/<name>/config.py honoured on GPUs only) the same run with `--set SWITCH=<on>` (and the
   switches it needs). A switch the harness refuses (exit 2, one line: a layout one GPU cannot have,
-  or a library it needs is missing here) is `refused`, which is the promised behaviour, not a
-  failure; any other non-zero exit is a failure.
+  or a library it needs is missing here, `Switch.library`) is `refused` without starting a process,
+  which is the promised behaviour, not a failure; any other non-zero exit is a failure.
   On one GPU a switch that acts across ranks (sequence parallel, TP overlap, a sharded optimizer)
   runs with a degree-1 layout: the run proves it starts and trains, not that it overlaps anything.
-Data is prepared once per benchmark before its runs (they share it); everything goes under a
-scratch folder. Runs go in parallel (the tiny models leave the GPU mostly idle), a few at a time.
+Data is prepared per benchmark, by the first of its runs to start (the others of that benchmark
+wait for it, and only for it): no prepare stage holds every run back. Runs go in parallel (the tiny
+models leave the GPU mostly idle), a few at a time, the longest first (`expected_s`), so the queue
+ends with short runs instead of one long one started last. Every finished check goes to `record`
+at once (gpu_check.py rewrites its JSON then). Everything goes under a scratch folder.
 The smoke test builds every command and runs one as `--dry-run` (a tiny run takes a minute on a CPU).
 """
 
@@ -20,8 +23,10 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import typing
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,6 +111,20 @@ class Job:
     def name(self) -> str:
         return f"tiny/{self.bench}" if self.switch is None else f"switch/{self.bench}/{self.switch}"
 
+    @property
+    def expected_s(self) -> float:
+        """Rough wall seconds on one H200 (with 16 host cores), for the longest-first order only:
+        process start and imports ~15 s, plus the tiny run's own training time (on 2 CPU cores:
+        gpt3 10-30 s, LoRA and GNN 30-90 s, SD 60-130 s + eval; shared/notes/tiny-benchmarks.md;
+        a GPU cuts the step time, not the Python overhead of models this small), plus ~90 s where
+        the switch compiles with torch.compile (SD cuda_graphs, llama2 compile)."""
+        own = {"stable_diffusion": 75.0, "llama2_70b_lora": 45.0, "gnn": 45.0, "gpt3": 20.0}
+        compiles = (self.bench, self.switch) in {
+            ("stable_diffusion", "cuda_graphs"),
+            ("llama2_70b_lora", "compile"),
+        }
+        return 15.0 + own.get(self.bench, 60.0) + (90.0 if compiles else 0.0)
+
 
 def on_value(cls, name: str) -> str:
     """A switch's first value other than `off`, as `--set` spells it: true, the first other choice
@@ -124,6 +143,7 @@ def jobs(system: str) -> tuple[list[Job], list[Check]]:
     from benchmarks import available, config_class
     from benchmarks.base import gpu_only
     from harness.core.errors import ConfigError
+    from harness.resolve.switches import require_libraries
     from harness.run.execute import resolve
 
     bases, todo, refused = [Job(b) for b in available()], [], []
@@ -132,7 +152,8 @@ def jobs(system: str) -> tuple[list[Job], list[Check]]:
         for key in gpu_only(cls):
             job = Job(bench, key, tuple(f"{k}={on_value(cls, k)}" for k in (*cls.SWITCHES[key].needs, key)))
             try:
-                resolve(bench, system, "tiny", runs=1, seed=1, nproc_per_node=1, sets=list(job.sets))
+                r = resolve(bench, system, "tiny", runs=1, seed=1, nproc_per_node=1, sets=list(job.sets))
+                require_libraries(bench, r.plans[0].config)  # what `mlperf run` refuses before launch
             except ConfigError as e:
                 asked = f"mlperf run {bench} --system {system} --nproc-per-node 1 --size tiny"
                 asked += "".join(f" --set {kv}" for kv in job.sets)
@@ -141,7 +162,8 @@ def jobs(system: str) -> tuple[list[Job], list[Check]]:
                 )
                 continue
             todo.append(job)
-    return bases + todo, refused  # every benchmark's base run first: they start before any switch run
+    # Longest first (stable: at equal cost a benchmark's base run before its switch runs).
+    return sorted(bases + todo, key=lambda j: -j.expected_s), refused
 
 
 def _run_args(job: Job, system: str, work: Path, dry: bool) -> list[str]:
@@ -184,49 +206,69 @@ def run_job(ctx: Context, job: Job, system: str, work: Path, dry: bool = False) 
     )
 
 
-def prepare(ctx: Context, bench: str, work: Path) -> str | None:
-    """Prepare a benchmark's tiny data once; None when ready, else why not (one line). The tiny data
-    depends on model and data fields only (each benchmark's manifest.py: DATA_FIELDS), not on the
-    system or the switches, so every run of the benchmark finds it prepared."""
-    args = ["prepare", bench, "--size", "tiny", "--data-dir", str(work / "data" / bench)]
-    rc, _, err = _run(mlperf(*args), ctx.remaining())
-    return None if rc == 0 else f"mlperf prepare {bench} --size tiny: {_last_line(err) or f'exit {rc}'}"
+class Prepared:
+    """Each benchmark's tiny data, prepared once by the first run of it that needs it; the other
+    runs of that benchmark wait for that one (a lock per benchmark), the other benchmarks do not.
+    The tiny data depends on model and data fields only (each benchmark's manifest.py:
+    DATA_FIELDS), not on the system or the switches, so every run of the benchmark finds it."""
+
+    def __init__(self, ctx: Context, work: Path):
+        self.ctx, self.work = ctx, work
+        self.locks = {b: threading.Lock() for b in ("gpt3", "llama2_70b_lora", "gnn", "stable_diffusion")}
+        self.done: dict[str, str | None] = {}
+
+    def why_not(self, bench: str) -> str | None:
+        """None when the data is ready, else why not (one line)."""
+        with self.locks.setdefault(bench, threading.Lock()):
+            if bench not in self.done:
+                args = ["prepare", bench, "--size", "tiny", "--data-dir", str(self.work / "data" / bench)]
+                rc, _, err = _run(mlperf(*args), self.ctx.remaining())
+                why = f"mlperf prepare {bench} --size tiny: {_last_line(err) or f'exit {rc}'}"
+                self.done[bench] = None if rc == 0 else why
+            return self.done[bench]
 
 
-def checks(ctx: Context, system: str, work: Path, parallel: int, parts: set[str]) -> list[Check]:
-    """parts: any of 'tests' (pytest -m gpu), 'runs' (the base tiny runs), 'switches'."""
-    todo, out = jobs(system) if parts & {"runs", "switches"} else ([], [])
+def checks(
+    ctx: Context, system: str, work: Path, parallel: int, parts: set[str], record: Callable[[Check], None]
+) -> None:
+    """parts: any of 'tests' (pytest -m gpu), 'runs' (the base tiny runs), 'switches'. Each check
+    goes to `record` as soon as it is known (refused ones first, then each run as it ends)."""
+    todo, refused = jobs(system) if parts & {"runs", "switches"} else ([], [])
     if "switches" not in parts:
-        todo, out = [j for j in todo if j.switch is None], []
+        todo, refused = [j for j in todo if j.switch is None], []
     if "runs" not in parts:
         todo = [j for j in todo if j.switch is not None]
+    for c in refused:
+        record(c)
     if ctx.smoke:  # every command is built; one runs, as a dry run
-        out += [run_job(ctx, j, system, work, dry=True) for j in todo[:1]]
-        out += [
-            Check(
-                name=j.name,
-                kind=j.kind,
-                status="skipped",
-                path=shown(_run_args(j, system, work, False)),
-                detail="smoke test: built, not run",
+        for j in todo[:1]:
+            record(run_job(ctx, j, system, work, dry=True))
+        for j in todo[1:]:
+            record(
+                Check(
+                    name=j.name,
+                    kind=j.kind,
+                    status="skipped",
+                    path=shown(_run_args(j, system, work, False)),
+                    detail="smoke test: built, not run",
+                )
             )
-            for j in todo[1:]
-        ]
-        return out + ([gpu_tests(ctx)] if "tests" in parts else [])
+        if "tests" in parts:
+            record(gpu_tests(ctx))
+        return
+    data = Prepared(ctx, work)
+
+    def one(job: Job) -> None:
+        try:
+            why = data.why_not(job.bench)
+            c = Check(name=job.name, kind=job.kind, status="failed", detail=why) if why else None
+            c = c or run_job(ctx, job, system, work)
+        except Exception as e:  # e.g. output that is not the run's JSON: this run failed, not the script
+            c = Check(name=job.name, kind=job.kind, status="failed", detail=one_line(e))
+        record(c)
+
     with ThreadPoolExecutor(max_workers=parallel) as pool:
-        tests = pool.submit(gpu_tests, ctx) if "tests" in parts else None
-        benches = sorted({j.bench for j in todo})
-        ready = dict(zip(benches, pool.map(lambda b: prepare(ctx, b, work), benches)))
-
-        def one(job: Job) -> Check:
-            if ready[job.bench]:
-                return Check(name=job.name, kind=job.kind, status="failed", detail=ready[job.bench])
-            try:
-                return run_job(ctx, job, system, work)
-            except Exception as e:  # e.g. output that is not the run's JSON: this run failed, not the script
-                return Check(name=job.name, kind=job.kind, status="failed", detail=one_line(e))
-
-        out.extend(pool.map(one, todo))
-        if tests:
-            out.append(tests.result())
-    return out
+        waits = [pool.submit(lambda: record(gpu_tests(ctx)))] if "tests" in parts else []
+        waits += [pool.submit(one, j) for j in todo]
+        for w in waits:
+            w.result()

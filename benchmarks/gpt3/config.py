@@ -109,14 +109,23 @@ class Gpt3Config(BenchmarkConfig):
     compare curves to 1e-5; bf16 is tested against it in tests/integration/test_gpt3_bf16.py)."""
 
     SWITCHES: ClassVar[dict[str, Switch]] = {
-        "fp8": Switch(("gpu",), "Transformer Engine FP8 (hybrid e4m3/e5m2) needs CUDA"),
-        "cuda_graphs": Switch(("gpu",), "megatron's per-layer CUDA graphs need CUDA and Transformer Engine"),
+        "fp8": Switch(
+            ("gpu",), "Transformer Engine FP8 (hybrid e4m3/e5m2) needs CUDA", library="transformer_engine"
+        ),
+        "cuda_graphs": Switch(
+            ("gpu",),
+            "megatron's per-layer CUDA graphs need CUDA and Transformer Engine",
+            library="transformer_engine",
+        ),
         # On CPU through reference_impls/gpt3/cpu_compat.py under gloo (tests/integration/test_gpt3_tp2.py).
         "distributed_optimizer": Switch(("cpu", "gpu"), ""),
         "sequence_parallel": Switch(("cpu", "gpu"), "", min_degree=(("tp", 2),)),
         "overlap_param_gather": Switch(("cpu", "gpu"), "", needs=("distributed_optimizer",)),
         "tp_comm_overlap": Switch(
-            ("gpu",), "Transformer Engine userbuffers need CUDA", needs=("sequence_parallel",)
+            ("gpu",),
+            "Transformer Engine userbuffers need CUDA",
+            needs=("sequence_parallel",),
+            library="transformer_engine",
         ),
         "overlap_grad_reduce": Switch(("cpu", "gpu"), ""),
         "activation_recompute": Switch(("cpu", "gpu"), "", off="none"),

@@ -118,11 +118,13 @@ class Llama2LoraConfig(BenchmarkConfig):
     """torch.compile each decoder layer (GPU only)."""
 
     SWITCHES: ClassVar[dict[str, Switch]] = {
-        "fp8": Switch(("gpu",), "torchao float8 training needs CUDA (H100/H200)"),
+        "fp8": Switch(("gpu",), "torchao float8 training needs CUDA (H100/H200)", library="torchao"),
         "cuda_graphs": Switch(
             (), "no CUDA-graph capture is implemented; NVIDIA's v4.0 Llama 2 LoRA records used none either"
         ),
-        "compile": Switch(("gpu",), "torch.compile of the decoder layers is set up for CUDA only"),
+        "compile": Switch(
+            ("gpu",), "torch.compile of the decoder layers is set up for CUDA only", library="triton"
+        ),
         "activation_checkpointing": Switch(("cpu", "gpu"), ""),
         "fsdp": Switch(
             ("cpu", "gpu"),

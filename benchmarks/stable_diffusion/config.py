@@ -129,7 +129,9 @@ class StableDiffusionConfig(BenchmarkConfig):
 
     SWITCHES: ClassVar[dict[str, Switch]] = {
         "fp8": Switch((), "the UNet has no FP8 path; NVIDIA's v4.0 SD records trained it in fp16"),
-        "cuda_graphs": Switch(("gpu",), "torch.compile reduce-overhead captures CUDA graphs on CUDA only"),
+        "cuda_graphs": Switch(
+            ("gpu",), "torch.compile reduce-overhead captures CUDA graphs on CUDA only", library="triton"
+        ),
         "flash_attention": Switch(
             ("gpu",), "the flash SDPA kernel is a CUDA fp16/bf16 kernel", needs=("precision",)
         ),

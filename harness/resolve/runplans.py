@@ -112,6 +112,8 @@ def resolve_runs(
     )
     # Every switch is honoured here or refused with one line, on CPU and GPU systems alike.
     switches.check(defn.name, cfg, provenance, spec.name, spec.accelerator.kind, lay)
+    # A switch whose library is absent here: noted now, refused by `mlperf run` before launch.
+    notes += switches.library_notes(defn.name, cfg.model_dump())
     n = runs if runs is not None else defn.runs_per_result
     if n < 1:
         raise ConfigError(f"--runs {n}: need at least one run")

@@ -7,12 +7,20 @@ the same way for CPU and GPU systems, before anything is written or launched:
 
     mlperf run gnn --system dgx-h100x8 --set cuda_graphs=true --dry-run
     -> cuda_graphs=true: the gnn implementation has no such path (...); --set cuda_graphs=false
+
+A switch whose code imports a library (`Switch.library`: Transformer Engine, torchao, triton) is
+accepted by `check` on a GPU system, but `mlperf run` refuses it before launching or writing
+anything where that library is not installed (`require_libraries`, called by harness/run/execute.py);
+`--dry-run` only notes it (`missing_libraries`), so shipped configs still dry-run on a CPU box.
+Found with importlib.util.find_spec: nothing is imported, resolve stays torch-free and fast.
 """
 
 from __future__ import annotations
 
+from importlib.util import find_spec
 from typing import Any
 
+import benchmarks
 from harness.core.errors import ConfigError
 from harness.core.layout import DEGREES
 
@@ -64,3 +72,36 @@ def check(bench: str, cfg, provenance: dict[str, str], system_name: str, kind: s
                     f"{set_} ({src}) needs {DEGREES.get(degree, degree)} >= {least}, but the layout "
                     f"has {degree.upper()} {have}; {undo}"
                 )
+
+
+def missing_libraries(bench: str, config: dict) -> dict[str, list[tuple[str, Any]]]:
+    """{library: [(switch, its off value), ...]} for the switches set (not `off`) in a resolved
+    config (RunPlan.config) whose library is not installed in this Python."""
+    out: dict[str, list[tuple[str, Any]]] = {}
+    for name, sw in benchmarks.config_class(bench).SWITCHES.items():
+        if sw.library and config.get(name, sw.off) != sw.off and find_spec(sw.library) is None:
+            out.setdefault(sw.library, []).append((name, sw.off))
+    return out
+
+
+def library_notes(bench: str, config: dict) -> list[str]:
+    """What --dry-run says instead of refusing (one line per missing library)."""
+    return [
+        f"would be refused here: {lib} is not installed ({', '.join(n for n, _ in sets)})"
+        for lib, sets in missing_libraries(bench, config).items()
+    ]
+
+
+def require_libraries(bench: str, config: dict) -> None:
+    """Raise ConfigError (one line, exit 2) when a switch set needs a library that is absent."""
+    missing = missing_libraries(bench, config)
+    if not missing:
+        return
+    need = "; ".join(
+        f"{', '.join(f'{n}={_show(config[n])}' for n, _ in sets)} need{'s' if len(sets) == 1 else ''} {lib}"
+        for lib, sets in missing.items()
+    )
+    undo = " ".join(f"--set {n}={_show(off)}" for sets in missing.values() for n, off in sets)
+    raise ConfigError(
+        f"{need}, which is not installed here; install it (README: Installing on GPU hosts) or {undo}"
+    )

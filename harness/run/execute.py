@@ -18,7 +18,7 @@ from harness.core.mllog import MLLog
 from harness.core.mllog_reader import read_events
 from harness.core.runfolder import PLAN_FILE
 from harness.core.runplan import RunPlan
-from harness.resolve import registry
+from harness.resolve import registry, switches
 from harness.resolve.runplans import Resolved, resolve_runs
 from harness.run import claim, launch, resume
 
@@ -166,6 +166,9 @@ def execute(
             f"{plans[0].benchmark} at full size needs GPUs; system '{resolved.system.name}' has "
             f"CPU accelerators (use --size tiny, or --dry-run to inspect the full-size plan)"
         )
+    # Before anything is written: a switch whose library is absent would fail inside the rank
+    # after run_start, i.e. as "target not reached" (exit 3), instead of a refusal (exit 2).
+    switches.require_libraries(plans[0].benchmark, plans[0].config)
     write_plans(plans)
     results_dir = Path(results_dir)
     claim.write_system_json(

@@ -4,6 +4,7 @@ its arithmetic (FLOPs against torch's own counter, the FP8 matmul against bf16, 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -132,7 +133,9 @@ def test_smoke_builds_a_run_for_every_benchmark_and_gpu_only_switch(smoke):
     from benchmarks.base import gpu_only
 
     _, by_name = smoke
-    assert by_name["tiny/gpt3"].status == "ok"  # the one dry run
+    dry = [c for c in by_name.values() if c.kind in ("run", "switch") and c.status == "ok"]
+    # the one dry run is the first job: the longest (SD's, cuda_graphs where triton is installed)
+    assert len(dry) == 1 and "stable_diffusion" in dry[0].name, [c.name for c in dry]
     assert by_name["gpu_tests"].path.startswith("python -m pytest -q -m gpu tests/gpu")
     runs = 0
     for bench in available():
@@ -140,8 +143,12 @@ def test_smoke_builds_a_run_for_every_benchmark_and_gpu_only_switch(smoke):
         cls = config_class(bench)
         for key in gpu_only(cls):
             c = by_name[f"switch/{bench}/{key}"]
-            if c.status == "refused":  # at resolve time, with the harness's one line (TP/CP >= 2)
-                assert "\n" not in c.detail and (">= 2" in c.detail or "CP 2" in c.detail), c.detail
+            lib = cls.SWITCHES[key].library
+            if c.status == "refused":  # before launch, with the harness's one line: TP/CP >= 2 or
+                # a library that is not installed here (as `mlperf run` refuses it)
+                assert "\n" not in c.detail, c.detail
+                missing = lib is not None and importlib.util.find_spec(lib) is None
+                assert (">= 2" in c.detail or "CP 2" in c.detail) or (missing and lib in c.detail), c.detail
                 continue
             runs += 1
             assert c.path.startswith(f"mlperf run {bench} --system dgx-h100x1 --nproc-per-node 1 --size tiny")
@@ -149,6 +156,33 @@ def test_smoke_builds_a_run_for_every_benchmark_and_gpu_only_switch(smoke):
             for need in cls.SWITCHES[key].needs:
                 assert f"--set {need}={on_value(cls, need)}" in c.path
     assert runs >= len(available())  # most switches run on one GPU; a few need more ranks
+
+
+def test_jobs_run_longest_first_and_sd_uses_a_micro_batch_that_fits():
+    from bench.gpu.runs import jobs
+    from bench.gpu.steps import sd_micro_batch
+
+    todo, _ = jobs("dgx-h200x1")
+    costs = [j.expected_s for j in todo]
+    assert costs == sorted(costs, reverse=True) and todo[-1].bench == "gpt3"
+    assert sd_micro_batch(64, 139.8) == (32, pytest.approx(97.5))  # H200: 64 would need ~180 GiB
+    assert sd_micro_batch(64, 79.1)[0] == 16 and sd_micro_batch(4, 139.8)[0] == 4
+
+
+def test_the_json_is_rewritten_after_every_check(tmp_path, monkeypatch):
+    """A script cut short mid-stage (the device call's timeout) still leaves the checks that ended."""
+    from bench.gpu import steps
+    from bench.gpu.report import Check
+
+    def cut_short(ctx, system):
+        yield Check(name="sd_unet_step", kind="step", status="ok")
+        raise KeyboardInterrupt  # what the timeout's signal does to the stage
+
+    monkeypatch.setattr(steps, "checks", cut_short)
+    with pytest.raises(KeyboardInterrupt):
+        gpu_check.main(["--out", str(tmp_path), "--device", "cpu", "--smoke", "--only", "steps"])
+    doc = Report.model_validate_json((tmp_path / "gpu_check.json").read_text())
+    assert [c.name for c in doc.checks] == ["sd_unet_step"]
 
 
 def test_on_values_are_what_a_user_would_set():
@@ -217,3 +251,7 @@ def test_the_note_names_the_device_invocation_with_the_project_pins():
     setup = (REPO / "setup.py").read_text()
     for pin in ("megatron-core==0.16.1", "mlperf-logging==4.1.68"):
         assert pin in doc and pin in setup
+    # the rehearsal downloads exactly the wheels the note names
+    rehearse = (REPO / "bench" / "gpu_rehearse.sh").read_text()
+    travel = rehearse.split("TRAVEL=(", 1)[1].split(")", 1)[0].split()
+    assert len(travel) >= 10 and all(f" {w}" in doc for w in travel), travel
