@@ -48,6 +48,7 @@ def build_lines(plan, report: dict, planned: dict) -> list[str]:
         f"CP{lay.cp} DP{lay.dp} ({lay.world_size} ranks) built on the meta "
         f"device ({plan.device} path; child wall {report['wall_s']} s, CPU {report['cpu_s']} s"
         + (f", {report['configs_in_child']} configs in it" if report.get("configs_in_child", 1) > 1 else "")
+        + (f"; the same shards as {report['same_as']}'s config, built once" if report.get("same_as") else "")
         + ")",
         f"parameters: {pt:,} total, {report['parameters_trainable']:,} trainable "
         f"(planner {pp:,}, {_pct(pt, pp)})",

@@ -99,9 +99,15 @@ def _where(e: BaseException) -> str:
 def build(spec: BenchmarkSpec, plan_paths: list[str]) -> int:
     """Build each plan's shards (`spec.build`) and write run_dir/build.json; on the first failure
     one line `error: <bench> on <system>: <what failed> (<where>)` and exit 2."""
+    done: dict[str, tuple[str, dict]] = {}
     for path in plan_paths:
         plan = RunPlan.load(Path(path))
         who = f"{plan.benchmark} on {plan.submission.system}"
+        key = _shape_key(plan)
+        if key in done:  # the same shards as a config built already (another system, other LRs)
+            first, report = done[key]
+            Path(plan.run_dir, "build.json").write_text(json.dumps(dict(report, same_as=first), indent=1))
+            continue
         if spec.build is None:
             print(f"error: {who}: {spec.name} has no build", file=sys.stderr, flush=True)
             return 2
@@ -117,4 +123,17 @@ def build(spec: BenchmarkSpec, plan_paths: list[str]) -> int:
             print(f"error: {who}: {what} ({_where(e)})", file=sys.stderr, flush=True)
             return 2
         Path(plan.run_dir, "build.json").write_text(json.dumps(report, indent=1, sort_keys=True))
+        done[key] = (plan.submission.system, report)
     return 0
+
+
+def _shape_key(plan: RunPlan) -> str:
+    """What a build depends on: the config without its optimizer hyperparameters (`opt_*`: rates,
+    betas, schedule lengths), the parallel degrees and the device. Batch sizes and GA stay out too:
+    no parameter, gradient or optimizer shard depends on them."""
+    cfg = {k: v for k, v in plan.config.items() if not k.startswith("opt_")}
+    for k in ("global_batch_size", "micro_batch_size", "eval_micro_batch_size"):
+        cfg.pop(k, None)
+    lay = plan.layout
+    dims = (lay.tp, lay.pp, lay.vp, lay.cp, lay.dp, lay.world_size)
+    return json.dumps([plan.benchmark, cfg, dims, plan.device], sort_keys=True, default=str)
