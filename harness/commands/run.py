@@ -31,6 +31,12 @@ SCHEMA_VERSION = 1
     "--dry-run", is_flag=True, help="Print the resolved config, layout and launch command; run nothing."
 )
 @click.option(
+    "--build",
+    is_flag=True,
+    help="With --dry-run: build each distinct rank shard of the config (meta device, no GPU) and "
+    "print its parameters and bytes per rank against the planner's memory model.",
+)
+@click.option(
     "--resume",
     "resume_dir",
     metavar="RUN_DIR",
@@ -52,13 +58,17 @@ def run(
     launcher,
     apply_tuning,
     dry_run,
+    build,
     as_json,
     resume_dir=None,
 ):
     """Run BENCHMARK's reference implementation on a system and write MLPerf logs into RESULTS_DIR
     as an official submission tree."""
+    from harness.core.errors import ConfigError
     from harness.run import execute as ex
 
+    if build and not dry_run:
+        raise ConfigError("--build goes with --dry-run (it builds the model shards and runs nothing)")
     if resume_dir:
         from harness.core.runfolder import results_root
         from harness.run import resume
@@ -81,7 +91,12 @@ def run(
     if dry_run:
         from harness.commands.run_show import show_dry_run
 
-        show_dry_run(resolved, Path(results_dir), as_json, apply_tuning)
+        report = None
+        if build:  # before anything is printed: a config that cannot build is one line
+            from harness.run.build import build as build_shards
+
+            report = build_shards([resolved])[0]
+        show_dry_run(resolved, Path(results_dir), as_json, apply_tuning, build=report)
         return OK
 
     from harness.commands.progress import Progress

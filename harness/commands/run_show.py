@@ -19,7 +19,60 @@ def rules_files(plan) -> list[str]:
     ]
 
 
-def show_dry_run(resolved, results_dir: Path, as_json: bool, apply_tuning: bool) -> None:
+GIB = 2**30
+PARTS = ("weights", "gradients", "optimizer")
+
+
+def planner_figures(plan) -> dict:
+    """`mlperf plan`'s memory model for this plan's layout: the busiest rank's bytes by part and
+    the parameter counts (harness/planner/params.py, the formulas behind the plan's memory)."""
+    from harness.planner import params
+
+    cfg = benchmarks.typed_config(plan)
+    return {
+        "rank": params.rank_bytes(plan.benchmark, cfg, plan.layout, plan.device),
+        "parameters": params.parameters(plan.benchmark, cfg),
+    }
+
+
+def _pct(got: float, ref: float) -> str:
+    return f"{(got - ref) / ref:+.1%}" if ref else "n/a"
+
+
+def build_lines(plan, report: dict, planned: dict) -> list[str]:
+    """The build's figures as text: shards, the busiest rank against the planner, what was not built."""
+    lay = plan.layout
+    pt, pp = report["parameters_total"], planned["parameters"]["total"]
+    lines = [
+        f"build: {len(report['shards'])} distinct rank shard(s) of TP{lay.tp} PP{lay.pp} VP{lay.vp} "
+        f"CP{lay.cp} DP{lay.dp} ({lay.world_size} ranks) built on the meta "
+        f"device ({plan.device} path; child wall {report['wall_s']} s, CPU {report['cpu_s']} s"
+        + (f", {report['configs_in_child']} configs in it" if report.get("configs_in_child", 1) > 1 else "")
+        + (f"; the same shards as {report['same_as']}'s config, built once" if report.get("same_as") else "")
+        + ")",
+        f"parameters: {pt:,} total, {report['parameters_trainable']:,} trainable "
+        f"(planner {pp:,}, {_pct(pt, pp)})",
+        f"{'shard':44s} {'ranks':>6s} {'parameters':>16s} {'weights GiB':>12s} {'grads GiB':>10s} {'optim GiB':>10s}",
+    ]
+    for sh in report["shards"]:
+        lines.append(
+            f"{sh['name']:44s} {sh['ranks']:6d} {sh['parameters']:16,d} "
+            + " ".join(f"{sh[k] / GIB:{w}.3f}" for k, w in zip(PARTS, (12, 10, 10), strict=True))
+        )
+    busy = report["shards"][report["busiest"]]
+    lines.append(
+        "busiest shard vs mlperf plan's memory model: "
+        + ", ".join(
+            f"{k} {busy[k] / GIB:.3f} vs {planned['rank'][k] / GIB:.3f} GiB ({_pct(busy[k], planned['rank'][k])})"
+            for k in PARTS
+        )
+    )
+    lines += [f"not built: {n}" for n in report["not_built"]]
+    lines += [f"built: {n}" for n in report["built"]]
+    return lines
+
+
+def show_dry_run(resolved, results_dir: Path, as_json: bool, apply_tuning: bool, build=None) -> None:
     from harness.core.tree import result_dir
     from harness.resolve import registry
     from harness.run import launch
@@ -42,6 +95,8 @@ def show_dry_run(resolved, results_dir: Path, as_json: bool, apply_tuning: bool)
             "results": str(out_dir),
             "node_tuning": resolved.system.launcher.node_tuning,
         }
+        if build is not None:
+            doc["build"] = dict(build, planner=planner_figures(plan))
         print(json.dumps(doc, indent=2))
         return
     from rich.table import Table
@@ -77,3 +132,8 @@ def show_dry_run(resolved, results_dir: Path, as_json: bool, apply_tuning: bool)
     out.print(f"launcher: {resolved.launcher}")
     out.print(command, markup=False, highlight=False)
     out.print(f"results: {out_dir}/result_<i>.txt; artifacts: {Path(plan.run_dir).parent}/")
+    if build is not None:
+        import click
+
+        for line in build_lines(plan, build, planner_figures(plan)):  # unwrapped: one line each
+            click.echo(line)

@@ -34,7 +34,7 @@ class RunPlan(Strict):
     size: Literal["tiny", "full"]
     ruleset: str
     submission: Submission
-    task: Literal["train", "prepare", "lr_find"] = "train"
+    task: Literal["train", "prepare", "lr_find", "build"] = "train"
     """What the process started with this plan does (harness/train/entry.py dispatches on it)."""
     config: dict[str, Any]
     """Resolved benchmark config (typed: `benchmarks.typed_config(plan)`; in a rank: `rt.cfg`)."""

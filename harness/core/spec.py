@@ -10,6 +10,8 @@ and `run`/`prepare`/`lr_find` import the training code only when a rank calls th
         "train"    -> SPEC.run(rt)          True/False (target reached), or (reached, run_stop metadata)
         "prepare"  -> SPEC.prepare(plan)     tiny: generate data; full: validate the dataset
         "lr_find"  -> SPEC.lr_find(rt)      the LR range test's sweep (benchmarks that have one)
+        "build"    -> SPEC.build(cfg, layout, device)   `mlperf run --dry-run --build`: each distinct
+                                    rank shard built on the meta device; a JSON-able report
 """
 
 from __future__ import annotations
@@ -35,3 +37,8 @@ class BenchmarkSpec:
     """Torch-free and cheap: is `plan.data_dir` ready (so `mlperf run` prepares on demand only)?"""
     lr_find: Callable[[Any], Any] | None = None
     """`lr_find(rt)`: the LR range test's sweep in this rank; None where the benchmark has none."""
+    build: Callable[[Any, Any, str], dict] | None = None
+    """`build(cfg, layout, device)`: build each distinct rank shard of the layout as the config sets
+    it (meta device; fake process group) and return the report `mlperf run --dry-run --build`
+    renders: parameters_total/_trainable, shards [{name, ranks, parameters, weights, gradients,
+    optimizer}], busiest (index), not_built and built (one line each)."""

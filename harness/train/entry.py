@@ -3,7 +3,9 @@
     reference_impls/<name>/__main__.py:   sys.exit(main(SPEC))
 
 The plan's `task` picks the spec's callable: "train" (every rank of a run), "prepare" (the data
-step `mlperf run`/`prepare` starts in a child process), "lr_find" (every rank of an LR sweep).
+step `mlperf run`/`prepare` starts in a child process), "lr_find" (every rank of an LR sweep),
+"build" (`mlperf run --dry-run --build`: one process builds each distinct rank shard of one or more
+plans on the meta device, writing run_dir/build.json per plan; a failure is one line, exit 2).
 A HarnessError (bad dataset, missing checkpoint, ...) becomes one `error:` line on stderr and its
 exit code, so the CLI can relay it without a traceback.
 
@@ -15,6 +17,7 @@ run_stop, status=aborted unless the target was reached.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import traceback
 from pathlib import Path
@@ -24,16 +27,27 @@ from harness.core.runplan import RunPlan
 from harness.core.spec import BenchmarkSpec
 
 
-def _plan_path(argv: list[str] | None, prog: str) -> str:
+def _plan_paths(argv: list[str] | None, prog: str) -> list[str]:
     parser = argparse.ArgumentParser(prog=prog, description="a benchmark process, started by `mlperf`")
-    parser.add_argument("--plan", required=True, help="plan.json written by `mlperf run`/`prepare`/`lr-find`")
+    parser.add_argument(
+        "--plan",
+        required=True,
+        action="append",
+        help="plan.json written by `mlperf run`/`prepare`/`lr-find` (task build: one or more)",
+    )
     return parser.parse_args(argv).plan
 
 
 def main(spec: BenchmarkSpec, argv: list[str] | None = None) -> int:
     """Run the task of the plan named on the command line; return the process exit code."""
-    plan_path = _plan_path(argv, f"python -m {spec.module}")
+    paths = _plan_paths(argv, f"python -m {spec.module}")
+    plan_path = paths[0]
     plan = RunPlan.load(Path(plan_path))
+    if plan.task == "build":
+        return build(spec, paths)
+    if len(paths) > 1:
+        print(f"error: task {plan.task} takes one --plan", file=sys.stderr, flush=True)
+        return 2
     if plan.task == "prepare":
         try:
             spec.prepare(plan)
@@ -69,3 +83,57 @@ def run_in_rank(spec: BenchmarkSpec, plan_path: str) -> int:
     if error is not None:  # after finish: the one line stays the last thing on stderr
         print(f"error: {error}", file=sys.stderr, flush=True)
     return rc if code is None or rc == INTERRUPTED else code
+
+
+def _where(e: BaseException) -> str:
+    """The innermost frame of an exception, as `path:line in function` (site-packages stripped)."""
+    tb = traceback.extract_tb(e.__traceback__)
+    if not tb:
+        return "?"
+    f = tb[-1]
+    path = f.filename.split("site-packages/")[-1]
+    root = str(Path(__file__).resolve().parents[2]) + "/"
+    return f"{path.removeprefix(root)}:{f.lineno} in {f.name}"
+
+
+def build(spec: BenchmarkSpec, plan_paths: list[str]) -> int:
+    """Build each plan's shards (`spec.build`) and write run_dir/build.json; on the first failure
+    one line `error: <bench> on <system>: <what failed> (<where>)` and exit 2."""
+    done: dict[str, tuple[str, dict]] = {}
+    for path in plan_paths:
+        plan = RunPlan.load(Path(path))
+        who = f"{plan.benchmark} on {plan.submission.system}"
+        key = _shape_key(plan)
+        if key in done:  # the same shards as a config built already (another system, other LRs)
+            first, report = done[key]
+            Path(plan.run_dir, "build.json").write_text(json.dumps(dict(report, same_as=first), indent=1))
+            continue
+        if spec.build is None:
+            print(f"error: {who}: {spec.name} has no build", file=sys.stderr, flush=True)
+            return 2
+        try:
+            cfg = spec.config.model_validate(plan.config)
+            report = spec.build(cfg, plan.layout, plan.device)
+        except HarnessError as e:
+            print(f"error: {who}: {e}", file=sys.stderr, flush=True)
+            return e.exit_code
+        except Exception as e:  # noqa: BLE001 - a build that fails is the answer, in one line
+            what = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            what = f"{type(e).__name__}: {what}" if what else type(e).__name__
+            print(f"error: {who}: {what} ({_where(e)})", file=sys.stderr, flush=True)
+            return 2
+        Path(plan.run_dir, "build.json").write_text(json.dumps(report, indent=1, sort_keys=True))
+        done[key] = (plan.submission.system, report)
+    return 0
+
+
+def _shape_key(plan: RunPlan) -> str:
+    """What a build depends on: the config without its optimizer hyperparameters (`opt_*`: rates,
+    betas, schedule lengths), the parallel degrees and the device. Batch sizes and GA stay out too:
+    no parameter, gradient or optimizer shard depends on them."""
+    cfg = {k: v for k, v in plan.config.items() if not k.startswith("opt_")}
+    for k in ("global_batch_size", "micro_batch_size", "eval_micro_batch_size"):
+        cfg.pop(k, None)
+    lay = plan.layout
+    dims = (lay.tp, lay.pp, lay.vp, lay.cp, lay.dp, lay.world_size)
+    return json.dumps([plan.benchmark, cfg, dims, plan.device], sort_keys=True, default=str)

@@ -48,10 +48,10 @@ def nbytes(tensors: Iterable[torch.Tensor]) -> int:
 
 
 def state_bytes(optimizer: torch.optim.Optimizer) -> int:
-    """Bytes of a torch optimizer's per-parameter state on the model's device (meta here): the
-    moments; scalar `step` counters that torch keeps on the CPU are not accelerator memory."""
+    """Bytes of a torch optimizer's per-parameter state: the moments; the scalar `step` counters
+    (0-dim, kept on the CPU by torch's Adam) are not accelerator memory."""
     tensors = (v for st in optimizer.state.values() for v in st.values() if torch.is_tensor(v))
-    return nbytes(t for t in tensors if local(t).device.type == "meta")
+    return nbytes(t for t in tensors if local(t).dim() > 0)
 
 
 def first_step(optimizer: torch.optim.Optimizer, params: Iterable[torch.Tensor]) -> None:
@@ -78,3 +78,15 @@ def replica_parts(params: list[torch.Tensor], optimizer: torch.optim.Optimizer, 
         dtypes=sorted({str(p.dtype) for p in params}),
         **extra,
     )
+
+
+def shard(name: str, ranks: int, parts: dict) -> dict:
+    """One distinct rank shard of a build report: which ranks hold it and what each holds."""
+    return dict(
+        name=name, ranks=ranks, **{k: parts[k] for k in ("parameters", "weights", "gradients", "optimizer")}
+    )
+
+
+def report(counted: dict, shards: list[dict], busiest: int = 0, not_built=(), built=()) -> dict:
+    """What `spec.build` returns (harness/core/spec.py): the count, its shards, what was not built."""
+    return dict(counted, shards=shards, busiest=busiest, not_built=list(not_built), built=list(built))

@@ -28,3 +28,9 @@ def count(cfg, layout) -> dict:
     n = sum(p.numel() for p in params)
     rank = meta.replica_parts(params, opt, convs_per_layer=[len(conv.convs) for conv in model.convs])
     return {"parameters_total": n, "parameters_trainable": n, "rank": dict(rank, rank=0)}
+
+
+def build_report(cfg, layout, device: str) -> dict:
+    """`mlperf run --dry-run --build` (SPEC.build): every rank holds the same replica."""
+    c = count(cfg, layout)
+    return meta.report(c, [meta.shard("every rank (DDP replica)", layout.world_size, c["rank"])])

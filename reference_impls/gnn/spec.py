@@ -24,6 +24,12 @@ def prepare(plan) -> None:
     prepare_once(plan)
 
 
+def build(cfg, layout, device: str) -> dict:
+    from reference_impls.gnn.shapes import build_report
+
+    return build_report(cfg, layout, device)
+
+
 SPEC = BenchmarkSpec(
     name="gnn",
     module="reference_impls.gnn",
@@ -32,4 +38,5 @@ SPEC = BenchmarkSpec(
     prepare=prepare,
     is_prepared=manifest.is_prepared,
     lr_find=None,
+    build=build,
 )

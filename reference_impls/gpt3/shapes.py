@@ -1,20 +1,26 @@
-"""GPT-3 at full size without the memory: every pipeline stage's rank of a layout, on `meta`.
+"""GPT-3 without the memory: every pipeline stage's rank of a layout, built as the config says.
 
-`count(cfg, layout)` runs the training's own `model.build(cfg, layout, "cuda")` (the GPU path: bf16
-parameters, megatron DDP with fp32 gradient buffers, Adam, the distributed optimizer when the config
-turns it on) once per pipeline stage, as TP rank 0 / DP rank 0 of a fake world of
-`layout.world_size` ranks (harness/train/meta.py), with every tensor on the meta device. It returns
-the parameter total and, per stage, the bytes that rank holds: weights (the DDP parameter buffers),
-gradients (the DDP gradient buffers), optimizer (fp32 master copies of bf16 parameters + Adam
-moments, this rank's shard under the distributed optimizer).
+`count(cfg, layout, device)` runs the training's own `train.init_parallel` (groups and the RNG
+tracker the config needs) and `model.build(cfg, layout, device)` once per pipeline stage, as TP rank
+0 / DP rank 0 of a fake world of `layout.world_size` ranks (harness/train/meta.py). On "cuda" (the
+GPU path: bf16 parameters, megatron DDP with fp32 gradient buffers, Adam, the distributed optimizer
+when the config turns it on) every tensor lands on the meta device; on "cpu" (tiny) the model is
+built for real, small as it is. It returns the parameter total and, per stage (every virtual chunk
+of it), the bytes that rank holds: weights (the DDP parameter buffers), gradients (the DDP gradient
+buffers), optimizer (fp32 master copies of bf16 parameters + Adam moments, this rank's shard under
+the distributed optimizer). Every TP, CP and DP rank of a stage holds the same shapes.
 
-What a CPU cannot build, left out because none changes a parameter's shape:
-  - Transformer Engine (`fp8`, `tp_comm_overlap`, `cuda_graphs`, its fused LayerNorm+linear spec):
-    not installed on CPU; the local spec holds the same tensors (LayerNorm and linear apart), all
-    bf16 as TE's are (megatron's Float16Module casts the torch LayerNorms and position embedding).
-  - `sequence_parallel`: the local spec's torch LayerNorm refuses it; it splits activations only.
+Every switch is built as the config sets it, sequence parallel and CUDA graphs included: with
+`cuda_graphs` each layer gets megatron's CudaGraphManager, which asserts at construction that the
+RNG tracker is graph-safe. What the build cannot reach is reported, not refused:
+  - Transformer Engine, where it is not installed: `fp8` (FP8 GEMMs) and `tp_comm_overlap`
+    (userbuffers) are not built, and megatron's local spec stands in for the TE layer spec (the
+    same tensors; torch LayerNorm and linear apart): one `not_built` line names them.
+  - What needs a GPU at run time: CUDA graph capture (the first steps), NCCL.
   - gloo process groups: a fake world cannot rendezvous gloo; megatron needs them only to gather the
     distributed optimizer's state on the CPU when it saves a checkpoint.
+The CUDA calls the graph manager makes at construction (device capability, mempool handle, side
+stream) and torch's graph-safe generator hooks are stood in for on a CPU-only torch (`_cuda_stubs`).
 The vocabulary is padded as the training pads it (`model.padded_vocab`: a multiple of
 make_vocab_size_divisible_by x TP, Megatron-LM's rule; 50257 -> 50688 at TP 4).
 """
@@ -22,22 +28,28 @@ make_vocab_size_divisible_by x TP, Megatron-LM's rule; 50257 -> 50688 at TP 4).
 from __future__ import annotations
 
 import functools
-from contextlib import contextmanager
+import importlib.util
+from contextlib import ExitStack, contextmanager
 
 import torch
 from torch.overrides import TorchFunctionMode
 
 from harness.train import meta
-from reference_impls.gpt3 import cpu_compat
+from reference_impls.gpt3 import cpu_compat, train
 from reference_impls.gpt3 import model as gmodel
 
-CPU_OFF = {"fp8": False, "tp_comm_overlap": False, "cuda_graphs": False, "sequence_parallel": False}
+NEEDS_TE = ("fp8", "tp_comm_overlap")
+"""Switches whose kernels only Transformer Engine has (not built where TE is absent)."""
 
 _CUDA_TYPE = {
     torch.bfloat16: "torch.cuda.BFloat16Tensor",
     torch.float16: "torch.cuda.HalfTensor",
     torch.float32: "torch.cuda.FloatTensor",
 }
+
+
+def have_te() -> bool:
+    return importlib.util.find_spec("transformer_engine") is not None
 
 
 def _is_cuda(d) -> bool:
@@ -61,45 +73,109 @@ class _CudaToMeta(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+def _patch(stack: ExitStack, obj, name: str, value) -> None:
+    missing = object()
+    old = getattr(obj, name, missing)
+    setattr(obj, name, value)
+    stack.callback(lambda: delattr(obj, name) if old is missing else setattr(obj, name, old))
+
+
+def _graph_safe_rng_state(device="cuda", clone=False, graph_safe=False):
+    """megatron's `_get_cuda_rng_state` on the CPU generator: graph-safe states are Generators
+    (a copy: a CPU generator has no `graphsafe_get_state`), the others byte tensors."""
+    if not graph_safe:
+        return torch.get_rng_state()
+    g = torch.Generator()
+    g.set_state(torch.get_rng_state())
+    return g
+
+
+def _set_graph_safe_rng_state(state, device=-1, graph_safe=False):
+    torch.set_rng_state(state.get_state() if graph_safe else state)
+
+
+def _cuda_stubs(stack: ExitStack) -> None:
+    """What megatron's graph manager and graph-safe RNG tracker ask of CUDA at construction, on a
+    CPU-only torch: an H100's capability (it picks an allocator check), a mempool handle and a side
+    stream (capture would use them), and torch's generator-registration hook the tracker checks for."""
+    import megatron.core.tensor_parallel.random as mrandom
+    from megatron.core.transformer import cuda_graphs
+
+    _patch(stack, torch.cuda, "get_device_capability", lambda *a, **k: (9, 0))
+    _patch(stack, torch.cuda, "graph_pool_handle", lambda: ("meta-mempool",))
+    _patch(stack, torch.cuda, "Stream", lambda *a, **k: None)
+    _patch(stack, torch.cuda, "set_stream", lambda *a, **k: None)
+    if not hasattr(torch.cuda.CUDAGraph, "register_generator_state"):
+        _patch(stack, torch.cuda.CUDAGraph, "register_generator_state", lambda self, g: None)
+    _patch(stack, mrandom, "_get_cuda_rng_state", _graph_safe_rng_state)
+    _patch(stack, mrandom, "_set_cuda_rng_state", _set_graph_safe_rng_state)
+    stack.callback(setattr, cuda_graphs.CudaGraphManager, "global_mempool", None)
+
+
 @contextmanager
-def _on_meta():
+def _cuda_env(device: str):
+    """The build's surroundings: CUDA stood in for on a CPU-only torch, the TE layer spec replaced
+    by megatron's local one where TE is absent (reported by `not_built`), no gloo groups."""
     import megatron.core.optimizer as mopt
+    from megatron.core.models.gpt import gpt_layer_specs
 
     cpu_compat.enable()  # first: its CUDA->CPU mode must sit below ours (ours runs first)
-    current, build_opt = torch.cuda.current_device, mopt.get_megatron_optimizer
-    torch.cuda.current_device = lambda: torch.device("meta")  # DDP/optimizer buffers
-    mopt.get_megatron_optimizer = functools.partial(build_opt, use_gloo_process_groups=False)
-    try:
-        with torch.device("meta"), _CudaToMeta():
-            yield
-    finally:
-        torch.cuda.current_device, mopt.get_megatron_optimizer = current, build_opt
+    with ExitStack() as stack:
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            _cuda_stubs(stack)
+        if device.startswith("cuda") and not have_te():
+            local = gpt_layer_specs.get_gpt_layer_local_spec
+            _patch(stack, gmodel, "layer_spec", lambda cfg, dev: local())
+        build_opt = mopt.get_megatron_optimizer
+        _patch(
+            stack, mopt, "get_megatron_optimizer", functools.partial(build_opt, use_gloo_process_groups=False)
+        )
+        yield
 
 
-def shape_config(cfg, layout):
-    """The config as the meta build uses it (module docstring: what is off and why)."""
-    return cfg.model_copy(update=CPU_OFF)
+@contextmanager
+def _on_meta(device: str):
+    """On "cuda", every CUDA tensor (parameters, DDP and optimizer buffers) on the meta device."""
+    if not device.startswith("cuda"):
+        yield
+        return
+    with ExitStack() as stack:
+        _patch(stack, torch.cuda, "current_device", lambda: torch.device("meta"))
+        stack.enter_context(torch.device("meta"))
+        stack.enter_context(_CudaToMeta())
+        yield
 
 
-def build_rank(cfg, layout, rank: int):
-    """`model.build` as rank `rank` of the layout, on meta: (stage, model chunks, optimizer)."""
+def not_built(cfg, device: str) -> list[str]:
+    """One line per absent library: the parts of this config the build could not construct."""
+    if not device.startswith("cuda") or have_te():
+        return []
+    parts = [k for k in NEEDS_TE if getattr(cfg, k)] + [
+        "the TE layer spec (megatron's local spec built: same tensors)"
+    ]
+    return ["Transformer Engine is not installed: " + ", ".join(parts)]
+
+
+def build_config(cfg, device: str):
+    """The config as built: the TE-only switches off where TE is absent (`not_built` names them)."""
+    if not device.startswith("cuda") or have_te():
+        return cfg
+    return cfg.model_copy(update=dict.fromkeys(NEEDS_TE, False))
+
+
+def build_rank(cfg, layout, rank: int, device: str = "cuda"):
+    """`model.build` as rank `rank` of the layout: (stage, model chunks, optimizer, RNG tracker)."""
     from megatron.core import parallel_state as ps
-    from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
+    from megatron.core.tensor_parallel.random import get_cuda_rng_tracker
 
-    ps.initialize_model_parallel(  # as train.init_parallel, without the gloo groups
-        tensor_model_parallel_size=layout.tp,
-        pipeline_model_parallel_size=layout.pp,
-        virtual_pipeline_model_parallel_size=layout.vp if layout.vp > 1 else None,
-        context_parallel_size=layout.cp,
-        create_gloo_process_groups=False,
-    )
-    try:
-        with _on_meta():
-            model_parallel_cuda_manual_seed(0)  # the RNG tracker megatron's GPU init draws from
-            model, optimizer, _, _ = gmodel.build(cfg, layout, "cuda")
-        return ps.get_pipeline_model_parallel_rank(), model, optimizer
-    finally:
-        ps.destroy_model_parallel()
+    with _cuda_env(device):
+        train.init_parallel(layout, 0, cfg, gloo=False)  # the training's groups and RNG tracker
+        try:
+            with _on_meta(device):
+                model, optimizer, _, _ = gmodel.build(cfg, layout, device)
+            return ps.get_pipeline_model_parallel_rank(), model, optimizer, get_cuda_rng_tracker()
+        finally:
+            ps.destroy_model_parallel()
 
 
 def _optimizer_bytes(optimizer) -> int:
@@ -113,6 +189,13 @@ def _optimizer_bytes(optimizer) -> int:
         o.init_state_fn(o.optimizer, o.config)  # Adam allocates its moments lazily; now, on meta
         total += meta.state_bytes(o.optimizer)
     return total
+
+
+def _gpt(m):
+    """The GPTModel inside megatron's wrappers (DDP, Float16Module)."""
+    while hasattr(m, "module"):
+        m = m.module
+    return m
 
 
 def _full_size(chunk, tp: int) -> int:
@@ -144,26 +227,54 @@ def stage_parts(model, optimizer) -> dict:
     )
 
 
-def count(cfg, layout) -> dict:
+def count(cfg, layout, device: str = "cuda") -> dict:
     """Parameter total and per-stage holdings of the busiest (TP 0, DP 0) rank of each stage."""
-    scfg = shape_config(cfg, layout)
+    bcfg = build_config(cfg, device)
     per_stage = layout.world_size // layout.pp
-    stages, total = {}, 0
+    stages, total, graphs, graph_layers, tracker = {}, 0, 0, 0, None
     for stage in range(layout.pp):
         with meta.fake_world(layout.world_size, rank=stage * per_stage):
-            got, model, optimizer = build_rank(scfg, layout, stage * per_stage)
+            got, model, optimizer, tracker = build_rank(bcfg, layout, stage * per_stage, device)
             if got != stage:
                 raise RuntimeError(f"rank {stage * per_stage} is pipeline stage {got}, expected {stage}")
-            stages[stage] = stage_parts(model, optimizer)
-            total += sum(_full_size(gmodel.unwrap(m), layout.tp) for m in model)
+            gpts = [_gpt(m) for m in model]
+            stages[stage] = dict(
+                stage_parts(model, optimizer),
+                chunks=len(model),
+                layers=sum(len(g.decoder.layers) for g in gpts),
+                ranks=per_stage,
+            )
+            total += sum(_full_size(g, layout.tp) for g in gpts)
+            managed = [m for g in gpts for m in g.modules() if hasattr(m, "cudagraph_manager")]
+            graphs += len(managed)
+            graph_layers += sum(1 for m in managed if type(m).__name__ == "TransformerLayer")
     busiest = max(
         stages, key=lambda s: stages[s]["weights"] + stages[s]["gradients"] + stages[s]["optimizer"]
     )
+    built = []
+    if cfg.cuda_graphs and device.startswith("cuda"):
+        built.append(
+            f"CUDA graphs: megatron's CudaGraphManager on {graph_layers} layer(s) ({graphs} module(s) "
+            f"in all; cuda_graph_impl=local) over {type(tracker).__name__}"
+            f"(use_cudagraphable_rng={getattr(tracker, 'use_cudagraphable_rng', None)}); "
+            "capture needs a GPU (the first steps)"
+        )
     return {
         "parameters_total": total,
         "parameters_trainable": total,
         "rank": dict(stages[busiest], stage=busiest),
         "stages": stages,
-        "vocab_rows": gmodel.padded_vocab(scfg, layout.tp),  # embedding/output rows as built
-        "off": sorted(k for k, v in CPU_OFF.items() if getattr(cfg, k) != v),
+        "vocab_rows": gmodel.padded_vocab(bcfg, layout.tp),  # embedding/output rows as built
+        "not_built": not_built(cfg, device),
+        "built": built,
     }
+
+
+def build_report(cfg, layout, device: str) -> dict:
+    """`mlperf run --dry-run --build`: every stage's shard (SPEC.build)."""
+    c = count(cfg, layout, device)
+    shards = [
+        meta.shard(f"stage {s} ({p['chunks']} chunk(s), {p['layers']} layers)", p["ranks"], p)
+        for s, p in c["stages"].items()
+    ]
+    return meta.report(c, shards, busiest=c["rank"]["stage"], not_built=c["not_built"], built=c["built"])

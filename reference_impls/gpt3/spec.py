@@ -32,6 +32,12 @@ def lr_find(rt):
     return sweep(rt)
 
 
+def build(cfg, layout, device: str) -> dict:
+    from reference_impls.gpt3.shapes import build_report
+
+    return build_report(cfg, layout, device)
+
+
 SPEC = BenchmarkSpec(
     name="gpt3",
     module="reference_impls.gpt3",
@@ -40,4 +46,5 @@ SPEC = BenchmarkSpec(
     prepare=prepare,
     is_prepared=manifest.is_prepared,
     lr_find=lr_find,
+    build=build,
 )

@@ -27,7 +27,18 @@ from reference_impls.gpt3 import model as gmodel
 LOSS_KEY = "lm loss"
 
 
-def init_parallel(layout, seed: int) -> None:
+def init_parallel(layout, seed: int, cfg=None, gloo: bool = True) -> None:
+    """Megatron's model-parallel groups and RNG seeds for this rank, as Megatron-LM's initialize does.
+
+    With `cfg.cuda_graphs` the RNG tracker must be one a CUDA graph can capture (megatron's
+    CudaGraphManager asserts it at model build): Transformer Engine's where TE is installed
+    (`te_rng_tracker`; Megatron-LM turns it on for graphs with the TE spec), else megatron's own
+    tracker in its graph-safe mode (`use_cudagraphable_rng`, Megatron-LM's `enable_cuda_graph`).
+    TransformerConfig's `use_te_rng_tracker` field is read by nothing in megatron-core 0.16.1: the
+    tracker is chosen here or not at all. `gloo=False`: no gloo groups (the meta-device build's fake
+    world cannot make them; training needs them only to save the distributed optimizer's state).
+    The reset makes a second call in one process (the build of several configs) choose afresh.
+    """
     cpu_compat.enable()  # first: on CPU it imports megatron without its compile decorators
     from megatron.core import parallel_state as ps
     from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
@@ -37,9 +48,13 @@ def init_parallel(layout, seed: int) -> None:
         pipeline_model_parallel_size=layout.pp,
         virtual_pipeline_model_parallel_size=layout.vp if layout.vp > 1 else None,
         context_parallel_size=layout.cp,
+        create_gloo_process_groups=gloo,
     )
+    graphs = bool(cfg is not None and cfg.cuda_graphs)
     torch.manual_seed(seed)
-    model_parallel_cuda_manual_seed(seed)
+    model_parallel_cuda_manual_seed(
+        seed, te_rng_tracker=graphs, use_cudagraphable_rng=graphs, force_reset_rng=True
+    )
 
 
 class Stepper:
@@ -272,7 +287,7 @@ def start_model(rt):
     """Model-parallel groups, then the model, optimizer and LR schedule loaded from the starting
     checkpoint (tiny: the prepared state; full: the reference's checkpoint); also the LR sweep's."""
     plan, data_dir = rt.plan, Path(rt.plan.data_dir)
-    init_parallel(plan.layout, plan.seed)
+    init_parallel(plan.layout, plan.seed, rt.cfg)
     model, optimizer, scheduler, tcfg = gmodel.build(rt.cfg, plan.layout, rt.device)
     if plan.size == "tiny":
         state = torch.load(data_dir / manifest.CHECKPOINT, map_location="cpu", weights_only=True)

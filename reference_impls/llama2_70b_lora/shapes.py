@@ -73,3 +73,19 @@ def count(cfg, layout) -> dict:
         "rank": dict(rank, rank=0),
         "off": sorted(k for k in ("fp8",) if getattr(cfg, k)),
     }
+
+
+def build_report(cfg, layout, device: str) -> dict:
+    """`mlperf run --dry-run --build` (SPEC.build): rank 0's FSDP2 shard, alike on every rank up
+    to the last rows of each tensor."""
+    import importlib.util
+
+    c = count(cfg, layout)
+    sharded = cfg.fsdp and layout.world_size > 1
+    name = "rank 0 (FSDP2 shard over DP x CP)" if sharded else "every rank (whole model)"
+    not_built = []
+    if cfg.fp8:
+        lib = "torchao is not installed" if importlib.util.find_spec("torchao") is None else "needs CUDA"
+        not_built.append(f"{lib}: fp8 (float8 base linears; bf16 linears built)")
+    built = ["activation checkpointing"] if cfg.activation_checkpointing else []
+    return meta.report(c, [meta.shard(name, layout.world_size, c["rank"])], not_built=not_built, built=built)

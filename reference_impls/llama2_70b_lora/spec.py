@@ -24,6 +24,12 @@ def prepare(plan) -> None:
     prep(plan)
 
 
+def build(cfg, layout, device: str) -> dict:
+    from reference_impls.llama2_70b_lora.shapes import build_report
+
+    return build_report(cfg, layout, device)
+
+
 SPEC = BenchmarkSpec(
     name="llama2_70b_lora",
     module="reference_impls.llama2_70b_lora",
@@ -32,4 +38,5 @@ SPEC = BenchmarkSpec(
     prepare=prepare,
     is_prepared=manifest.is_prepared,
     lr_find=None,
+    build=build,
 )

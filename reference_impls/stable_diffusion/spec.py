@@ -24,6 +24,12 @@ def prepare(plan) -> None:
     prep(plan)
 
 
+def build(cfg, layout, device: str) -> dict:
+    from reference_impls.stable_diffusion.shapes import build_report
+
+    return build_report(cfg, layout, device)
+
+
 SPEC = BenchmarkSpec(
     name="stable_diffusion",
     module="reference_impls.stable_diffusion",
@@ -32,4 +38,5 @@ SPEC = BenchmarkSpec(
     prepare=prepare,
     is_prepared=manifest.is_prepared,
     lr_find=None,
+    build=build,
 )

@@ -53,10 +53,14 @@ class LocalLauncher:
             rc = self._run_one(plan, system, entry, monitor)
             monitor.finished(plan, rc)
 
-    def run_module(self, plan, system, module: str, plan_file: Path) -> tuple[int, str]:
-        """One helper process for a plan file (data preparation), its output kept in prepare.log."""
-        argv = [sys.executable, "-m", module, "--plan", str(plan_file)]
-        log = Path(plan.run_dir) / "prepare.log"
+    def run_module(
+        self, plan, system, module: str, plan_file: Path | list[Path], log_name: str = "prepare.log"
+    ) -> tuple[int, str]:
+        """One helper process for plan file(s) (data preparation, builds), its output kept in
+        run_dir/log_name."""
+        files = plan_file if isinstance(plan_file, list) else [plan_file]
+        argv = [sys.executable, "-m", module, *(a for f in files for a in ("--plan", str(f)))]
+        log = Path(plan.run_dir) / log_name
         with open(log, "ab") as out:
             proc = subprocess.Popen(
                 argv, stdout=out, stderr=subprocess.STDOUT, env=_env(plan, system), start_new_session=True

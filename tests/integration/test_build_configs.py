@@ -1,0 +1,229 @@
+"""`mlperf run BENCH --system NAME --dry-run --build` for every shipped config (issue 20), and the
+full-size shapes it proves (issue 12).
+
+Every (benchmark, system) config in benchmarks/*/configs with `size: full`, plus each tiny preset on
+cpu-local, is built through harness/run/build.py (one child per benchmark: the `python -m
+reference_impls.<name>` entry with task "build") and rendered by the command's own renderer
+(run_show.build_lines) against `mlperf plan`'s memory model. gpt3 dgx-h100x1452 (CUDA graphs, the
+heaviest build: 11,616 fake ranks) goes through the CLI itself, once as shipped (exit 0) and once with
+the cuda_graphs RNG defect planted in its build child (exit 2, one line).
+
+The record layouts' figures (formerly tests/unit/test_full_shapes.py): GPT-3 175B through
+`model.build` as every pipeline stage of TP4 PP8 VP4 DP16, Llama 2 70B + LoRA under FSDP2 over 64
+ranks, the SD v2 UNet with ZeRO over 64, R-GAT at IGBH-full width meet their published sizes, and
+the planner's per-rank bytes (`harness.planner.params.rank_bytes`) are within 2 % of the build's.
+"""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import yaml
+from helpers import REPO, env, mlperf_argv
+
+import benchmarks
+
+pytestmark = pytest.mark.slow
+
+RECORD = {  # the record layouts of the shipped tuned configs
+    "gpt3": "dgx-h100x64",
+    "llama2_70b_lora": "dgx-h100x8",
+    "stable_diffusion": "dgx-h100x8",
+    "gnn": "dgx-h100x8",
+}
+
+
+def _children_cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+CLI_ONLY = {("gpt3", "dgx-h100x1452")}  # built by the CLI tests below
+PARTS = ("weights", "gradients", "optimizer")
+GIB = 2**30
+
+
+def shipped() -> list[tuple[str, str, str]]:
+    """(benchmark, system, size) of every shipped config: the full-size tuned ones and tiny."""
+    out = []
+    for bench in benchmarks.available():
+        for f in sorted((REPO / "benchmarks" / bench / "configs").glob("*.yaml")):
+            if f.stem == "tiny":
+                out.append((bench, "cpu-local", "tiny"))
+            elif yaml.safe_load(f.read_text()).get("size") == "full":
+                out.append((bench, f.stem, "full"))
+    return out
+
+
+CONFIGS = [c for c in shipped() if c[:2] not in CLI_ONLY]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """{(bench, system): (plan, typed config, report, rendered lines)} for CONFIGS."""
+    from harness.commands import run_show
+    from harness.run import build as rb
+    from harness.run import execute as ex
+
+    tmp = tmp_path_factory.mktemp("build")
+    resolved = {
+        (b, s): ex.resolve(b, s, size=z, runs=1, seed=0, results_dir=str(tmp / "results"))
+        for b, s, z in CONFIGS
+    }
+    groups = {}
+    for key in resolved:
+        groups.setdefault(key[0], []).append(key)
+    cpu0 = _children_cpu_s()
+    with ThreadPoolExecutor(2) as pool:  # one child per benchmark, two at a time
+        done = dict(
+            pool.map(lambda keys: (keys[0][0], rb.build([resolved[k] for k in keys])), groups.values())
+        )
+    out, children = {}, {}
+    for bench, keys in groups.items():
+        for key, rep in zip(keys, done[bench], strict=True):
+            plan = resolved[key].plans[0]
+            lines = run_show.build_lines(plan, rep, run_show.planner_figures(plan))
+            out[key] = (plan, benchmarks.typed_config(plan), rep, lines)
+            children[bench] = (rep["wall_s"], len(keys))
+    # per-child CPU figures overlap when two run at once (RUSAGE_CHILDREN is per process): the total
+    print(f"\nbuild children (wall s, configs): {children}; CPU s of all: {_children_cpu_s() - cpu0:.1f}")
+    return out
+
+
+def test_every_shipped_config_builds(built):
+    assert {k for k in built} == {c[:2] for c in CONFIGS}
+    for (bench, system), (plan, _cfg, rep, lines) in built.items():
+        assert rep["parameters_total"] > 0 and rep["shards"], (bench, system)
+        assert all(sh["weights"] > 0 and sh["ranks"] >= 1 for sh in rep["shards"]), (bench, system)
+        assert sum(sh["ranks"] for sh in rep["shards"]) in (plan.layout.world_size, 1), (bench, system)
+        print(f"--- {bench} on {system}\n" + "\n".join(lines))
+
+
+def test_gpt3_record_layout_prints_its_per_rank_figures(built):
+    plan, cfg, rep, lines = built["gpt3", "dgx-h100x64"]
+    text = "\n".join(lines)
+    assert "8 distinct rank shard(s) of TP4 PP8 VP4 CP1 DP16 (512 ranks)" in text
+    assert "parameters: 174,609,555,456 total" in text  # 175B with the vocabulary padded to 50688
+    assert "stage 0 (4 chunk(s), 12 layers)" in text and "stage 7 (4 chunk(s), 12 layers)" in text
+    # fp8 and tp_comm_overlap need Transformer Engine: reported, not refused
+    te = [n for n in rep["not_built"] if "Transformer Engine" in n]
+    assert te == [] or te == [
+        "Transformer Engine is not installed: fp8, tp_comm_overlap, the TE layer spec (megatron's local spec built: same tensors)"
+    ]
+
+
+def test_published_sizes(built):
+    gpt3 = built["gpt3", RECORD["gpt3"]][2]
+    assert gpt3["parameters_total"] == pytest.approx(175e9, rel=0.005)  # GPT-3 175B
+    cfg, llama = built["llama2_70b_lora", RECORD["llama2_70b_lora"]][1:3]
+    assert llama["parameters_total"] == pytest.approx(69.0e9, rel=0.001)  # Llama 2 70B (+ LoRA)
+    # LoRA r16 on the fused qkv_proj (h -> h + 2 kv) and o_proj (h -> h): r x (in + out) per matrix.
+    h, kv = cfg.hidden_size, cfg.num_key_value_heads * cfg.hidden_size // cfg.num_attention_heads
+    assert (cfg.lora_rank, cfg.lora_alpha, cfg.lora_target_modules) == (16, 32, ["qkv_proj", "o_proj"])
+    assert llama["parameters_trainable"] == cfg.num_layers * cfg.lora_rank * ((h + h + 2 * kv) + (h + h))
+    sd = built["stable_diffusion", RECORD["stable_diffusion"]][2]
+    assert sd["parameters_total"] == pytest.approx(866e6, rel=0.001)  # SD v2 UNet
+
+
+def test_gpt3_every_stage_holds_its_share(built):
+    """The distributed optimizer's shard is 1/DP of the stage's fp32 state; DDP keeps fp32 grads."""
+    plan, _, c, _ = built["gpt3", RECORD["gpt3"]]
+    assert len(c["stages"]) == plan.layout.pp
+    for parts in c["stages"].values():
+        assert parts["gradients"] == 4 * parts["parameters"]  # grad_reduce_in_fp32
+        assert 2 * parts["parameters"] <= parts["weights"] < 2.02 * parts["parameters"]  # bf16 (+ fp32 norms)
+        assert parts["optimizer"] == pytest.approx(12 * parts["parameters"] / plan.layout.dp, rel=0.01)
+
+
+def test_gpt3_builds_the_record_layout_with_megatron_lm_vocab_padding(built):
+    # The build ran model.build itself at TP 4: megatron needs the rows divisible by TP, and
+    # Megatron-LM's rule (128 x TP) gives 50688 for the 50257-token vocabulary.
+    plan, cfg, c, _ = built["gpt3", RECORD["gpt3"]]
+    assert plan.layout.tp == 4 and cfg.vocab_size == 50257 and c["vocab_rows"] == 50688
+
+
+@pytest.mark.parametrize("bench,part", [(b, p) for b in RECORD for p in PARTS])
+def test_planner_bytes_match_the_meta_build(built, bench, part):
+    from harness.planner import params
+
+    plan, cfg, c, _ = built[bench, RECORD[bench]]
+    planned = params.rank_bytes(bench, cfg, plan.layout, "cuda")[part]
+    assert planned == pytest.approx(c["rank"][part], rel=0.02), (bench, part, planned, c["rank"][part])
+
+
+@pytest.mark.parametrize("bench", list(RECORD))
+def test_planner_parameter_totals_match_the_meta_build(built, bench):
+    from harness.planner import params
+
+    _, cfg, c, _ = built[bench, RECORD[bench]]
+    got = params.parameters(bench, cfg)
+    assert got["total"] == pytest.approx(c["parameters_total"], rel=1e-4)  # gpt3: vocabulary padding
+    assert got["trainable"] == pytest.approx(c["parameters_trainable"], rel=1e-4)
+
+
+# ---- gpt3 dgx-h100x1452 (cuda_graphs=true) through the CLI -----------------------------------------
+PLANT = '''
+"""Test-only: the cuda_graphs RNG defect of issue 20, planted in the build child. Seeds the RNG as
+gpt3's init_parallel did before the fix: megatron's plain tracker, whatever the config's graphs."""
+import importlib.util
+import sys
+
+
+class _Plant:
+    def find_spec(self, name, path=None, target=None):
+        if name != "megatron.core.tensor_parallel.random":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            seed = module.model_parallel_cuda_manual_seed
+            module.model_parallel_cuda_manual_seed = lambda s, *a, **k: seed(s)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+sys.meta_path.insert(0, _Plant())
+'''
+
+
+def _cli_build(tmp_path, extra_env=None) -> subprocess.CompletedProcess:
+    e = dict(env(), **(extra_env or {}))
+    argv = mlperf_argv("run", "gpt3", "--system", "dgx-h100x1452", "--dry-run", "--build")
+    argv += ["--results-dir", str(tmp_path / "results")]
+    return subprocess.run(argv, env=e, capture_output=True, text=True, timeout=900, cwd=REPO)
+
+
+def test_gpt3_cuda_graphs_config_builds_its_graph_managers(tmp_path):
+    r = _cli_build(tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = r.stdout
+    print(out[out.index("build:") :])
+    assert "6 distinct rank shard(s) of TP4 PP6 VP8 CP1 DP484 (11616 ranks)" in out
+    assert "parameters: 174,609,555,456 total" in out
+    # every layer of every stage got megatron's graph manager over a graph-safe RNG tracker
+    assert "CudaRNGStatesTracker(use_cudagraphable_rng=True)" in out or "TECudaRNGStatesTracker" in out
+    assert "96 layer(s)" in out
+
+
+def test_gpt3_cuda_graphs_rng_defect_fails_the_build(tmp_path):
+    plant = tmp_path / "plant"
+    plant.mkdir()
+    (plant / "sitecustomize.py").write_text(PLANT)
+    path = f"{plant}:{REPO}"
+    r = _cli_build(tmp_path, {"PYTHONPATH": path})
+    assert r.returncode == 2, (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and r.stdout == "", (r.stdout, r.stderr)
+    assert lines[0].startswith(
+        "error: gpt3 on dgx-h100x1452: AssertionError: RNG tracker does not support cudagraphs!"
+    )
+    # where: the graph manager's assertion in megatron-core (CudaGraphManager.__init__)
+    assert "(megatron/core/transformer/cuda_graphs.py:" in lines[0] and lines[0].endswith(" in __init__)")
+    print(lines[0])
