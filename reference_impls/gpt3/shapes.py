@@ -191,13 +191,6 @@ def _optimizer_bytes(optimizer) -> int:
     return total
 
 
-def _gpt(m):
-    """The GPTModel inside megatron's wrappers (DDP, Float16Module)."""
-    while hasattr(m, "module"):
-        m = m.module
-    return m
-
-
 def _full_size(chunk, tp: int) -> int:
     """Parameters of this chunk in the unsharded model: TP-split tensors count TP times,
     replicated ones once, the last stage's copy of the tied word embedding not at all."""
@@ -237,7 +230,7 @@ def count(cfg, layout, device: str = "cuda") -> dict:
             got, model, optimizer, tracker = build_rank(bcfg, layout, stage * per_stage, device)
             if got != stage:
                 raise RuntimeError(f"rank {stage * per_stage} is pipeline stage {got}, expected {stage}")
-            gpts = [_gpt(m) for m in model]
+            gpts = [gmodel.unwrap(m) for m in model]
             stages[stage] = dict(
                 stage_parts(model, optimizer),
                 chunks=len(model),
