@@ -43,7 +43,10 @@ def transformer_config(cfg, layout, device: str):
     if on_gpu and cfg.fp8:  # NVIDIA v4.0: FP8_HYBRID, amax history 1024, max
         kw.update(fp8="hybrid", fp8_amax_history_len=1024, fp8_amax_compute_algo="max")
     if on_gpu and cfg.cuda_graphs:  # per-layer graphs (NVIDIA's LAYER_CUDA_GRAPH=1)
-        kw.update(cuda_graph_impl="local", use_te_rng_tracker=True)
+        # The graph-safe RNG tracker the graph manager asserts on is set up by train.init_parallel
+        # (model_parallel_cuda_manual_seed(use_cudagraphable_rng=True)); megatron-core 0.16.1 reads
+        # no TransformerConfig field for it.
+        kw.update(cuda_graph_impl="local")
     return TransformerConfig(
         num_layers=cfg.num_layers,
         hidden_size=cfg.hidden_size,
