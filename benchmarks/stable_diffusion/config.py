@@ -89,6 +89,9 @@ class StableDiffusionConfig(BenchmarkConfig):
     """Reference FID statistics (mu, sigma) of the real evaluation images, under the data dir."""
     sd_checkpoint: str = "checkpoints/sd/512-base-ema.ckpt"
     """Frozen VAE (+ text encoder) weights; tiny: `checkpoints/tiny/vae` written by prepare."""
+    vae_config: str = "checkpoints/sd/vae"
+    """Folder with the diffusers config.json of the SD v2 VAE (full size: written or checked by
+    `prepare`, passed to from_single_file as config= so the VAE loads offline; tiny: unused)."""
     clip_text_checkpoint: str = "checkpoints/clip/open_clip_pytorch_model.bin"
     """OpenCLIP ViT-H/14 weights: the frozen text encoder and the CLIP-score model."""
     inception_checkpoint: str = "checkpoints/inception/pt_inception-2015-12-05-6726825d.pth"
@@ -115,31 +118,33 @@ class StableDiffusionConfig(BenchmarkConfig):
     eval_seed: int = 2023
     """Seed of the evaluation noise (the same images for every checkpoint)."""
 
-    # ---- GPU-only switches (SWITCHES below) ----------------------------------------------------
+    # ---- optimisation switches (SWITCHES below; the README's switch table) ------------------
     flash_attention: bool = False
     """UNet attention through PyTorch SDPA's flash kernel only, an error where it cannot run (NVIDIA:
-    FLASH_ATTENTION=True); false: PyTorch picks the kernel (flash where it can, else another)."""
+    FLASH_ATTENTION=True); false: PyTorch picks the kernel. CPU: PyTorch's CPU flash kernel."""
     channels_last: bool = False
-    """UNet activations in NHWC memory format."""
+    """UNet weights and inputs in NHWC memory format (CUDA and CPU convolutions both take it)."""
     distributed_optimizer: bool = False
-    """Shard AdamW state over DP ranks (ZeroRedundancyOptimizer; NVIDIA: distributed_fused_adam)."""
+    """Shard AdamW state over DP ranks (ZeroRedundancyOptimizer over NCCL or gloo; NVIDIA:
+    distributed_fused_adam)."""
     precision: Literal["fp32", "fp16", "bf16"] = "fp16"
-    """UNet compute dtype under autocast, fp16 with a grad scaler (reference: fp16 AMP); fp16/bf16
-    only on GPU systems, the CPU path computes in fp32."""
+    """UNet compute dtype under torch autocast (CUDA or CPU), fp16 with a grad scaler (reference:
+    fp16 AMP). CPU fp16 runs, but ~6-8x slower than fp32 where the CPU lacks fp16 kernels."""
 
     SWITCHES: ClassVar[dict[str, Switch]] = {
         "fp8": Switch((), "the UNet has no FP8 path; NVIDIA's v4.0 SD records trained it in fp16"),
         "cuda_graphs": Switch(
-            ("gpu",), "torch.compile reduce-overhead captures CUDA graphs on CUDA only", library="triton"
+            ("gpu",),
+            "torch.compile reduce-overhead captures CUDA graphs of CUDA tensors only; on CPU "
+            "inductor logs 'skipping cudagraphs due to cpu device' and captures nothing",
+            library="triton",
         ),
         "flash_attention": Switch(
-            ("gpu",), "the flash SDPA kernel is a CUDA fp16/bf16 kernel", needs=("precision",)
-        ),
-        "channels_last": Switch(("gpu",), "NHWC is applied for CUDA convolutions only"),
-        "distributed_optimizer": Switch(("gpu",), "ZeroRedundancyOptimizer is enabled on CUDA only"),
-        "precision": Switch(
-            ("gpu",), "autocast and the fp16 grad scaler are applied on CUDA only", off="fp32"
-        ),
+            ("cpu", "gpu"), "", needs=("precision",)
+        ),  # needs: the CUDA flash kernel has no fp32 path
+        "channels_last": Switch(("cpu", "gpu"), ""),
+        "distributed_optimizer": Switch(("cpu", "gpu"), ""),
+        "precision": Switch(("cpu", "gpu"), "", off="fp32"),
     }
     SUPPORTS: ClassVar[tuple[str, ...]] = ()
 

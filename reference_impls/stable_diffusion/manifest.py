@@ -26,6 +26,7 @@ DATA_FIELDS = (
     "eval_captions",
     "fid_stats",
     "sd_checkpoint",
+    "vae_config",
     "clip_text_checkpoint",
     "inception_checkpoint",
     "cross_attention_dim",

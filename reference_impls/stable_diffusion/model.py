@@ -10,6 +10,7 @@ fixed-seed `CLIPTextModel` are written by `prepare`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -99,6 +100,18 @@ def optimizer(cfg, params, sharded: bool = False):
     return torch.optim.AdamW(params, **kw)
 
 
+def mixed_precision(cfg, device: str):
+    """(autocast context factory, grad scaler or None) for `precision`, on the device's kind:
+    torch autocast and GradScaler take "cpu" as well as "cuda" (fp16 needs the scaler: its
+    gradients underflow without loss scaling; bf16 has fp32's exponent range and needs none)."""
+    kind = torch.device(device).type
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(cfg.precision)
+    if dtype is None:
+        return contextlib.nullcontext, None
+    scaler = torch.amp.GradScaler(kind) if cfg.precision == "fp16" else None
+    return (lambda: torch.autocast(kind, dtype=dtype)), scaler
+
+
 def lr_at(cfg, step: int) -> float:
     """Linear warmup from 0 over opt_learning_rate_warmup_steps, then constant (the reference's schedule)."""
     w = cfg.opt_learning_rate_warmup_steps
@@ -142,8 +155,13 @@ def load_vae(cfg, data_dir: str):
             "512-base-ema.ckpt from stabilityai/stable-diffusion-2-base; mlcommons/training "
             "stable_diffusion/scripts/checkpoints/download_sd.sh",
         )
-        try:
-            vae = AutoencoderKL.from_single_file(str(path), local_files_only=True)
+        conf = _need(
+            Path(data_dir) / cfg.vae_config / "config.json",
+            "diffusers config of the SD v2 VAE",
+            "run `mlperf prepare stable_diffusion --size full`; see vae_config.py",
+        )
+        try:  # config=: read locally, never the hub cache (vae_config.py)
+            vae = AutoencoderKL.from_single_file(str(path), config=str(conf.parent), local_files_only=True)
         except Exception as e:  # noqa: BLE001 - diffusers raises many types; one line for the user
             raise ConfigError(
                 f"{path}: cannot load the SD v2 VAE offline ({type(e).__name__}: "

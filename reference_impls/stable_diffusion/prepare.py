@@ -13,7 +13,8 @@ Tiny (deterministic, ~15 s on one core), written in the reference's layouts unde
   5. the FID/CLIP proxy: a digits classifier trained deterministically (checkpoints/tiny/classifier.pt)
      and the real evaluation images' feature statistics (mu, sigma) like the COCO FID statistics.
 Full: validate the layout (shards, one latent's shape, prompts, FID statistics, checkpoints), each
-problem one line `error: <file>: <what> (<where it comes from>)`, exit 2; then the manifest.
+problem one line `error: <file>: <what> (<where it comes from>)`, exit 2; write (or check) the SD v2
+VAE's diffusers config (vae_config.py) so the VAE loads offline; then the manifest.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import numpy as np
 import benchmarks
 from harness.core.errors import ConfigError
 from harness.core.runplan import RunPlan
-from reference_impls.stable_diffusion import data, manifest
+from reference_impls.stable_diffusion import data, manifest, vae_config
 
 SPLIT_SEED = 2023  # the reference's COCO subset seed
 SHARDS = 4
@@ -208,7 +209,9 @@ def validate_full(plan: RunPlan) -> list[Path]:
     ):
         if not (root / rel).is_file():
             raise ConfigError(f"{root / rel}: missing {what}")
+    vae_conf = vae_config.write_or_check(root / cfg.vae_config)  # the VAE loads offline with it
     return shards + [
+        vae_conf,
         root / cfg.eval_captions,
         root / cfg.fid_stats,
         root / cfg.sd_checkpoint,

@@ -115,18 +115,18 @@ def run(rt) -> tuple[bool, dict | None]:
     evaluator = Evaluator(cfg, plan, rt, vae, text, shift, scale)
     unet = model.build_unet(cfg).to(dev)
     cuda = dev.startswith("cuda")
-    if cuda and cfg.channels_last:
-        unet = unet.to(memory_format=torch.channels_last)
+    # Every switch but cuda_graphs acts on CPU too (resolve refuses cuda_graphs there): NHWC convs,
+    # CPU autocast in fp16/bf16 with a CPU grad scaler, ZeRO over gloo.
+    memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
+    unet = unet.to(memory_format=memory_format)
     ddp = unet
     if rt.world_size > 1:
         ddp = torch.nn.parallel.DistributedDataParallel(unet, device_ids=[rt.local_rank] if cuda else None)
-    if cuda and cfg.cuda_graphs:
+    if cfg.cuda_graphs:
         ddp = torch.compile(ddp, mode="reduce-overhead")  # inductor captures the step in CUDA graphs
-    # ZeRO at every world size (the GPU check runs it on one GPU)
-    opt = model.optimizer(cfg, unet.parameters(), sharded=cuda and cfg.distributed_optimizer)
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(cfg.precision)
-    autocast = (lambda: torch.autocast("cuda", dtype=dtype)) if cuda and dtype else contextlib.nullcontext
-    scaler = torch.amp.GradScaler("cuda") if cuda and cfg.precision == "fp16" else None
+    # ZeRO at every world size (the GPU check runs it on one GPU; one rank over gloo on CPU)
+    opt = model.optimizer(cfg, unet.parameters(), sharded=cfg.distributed_optimizer)
+    autocast, scaler = model.mixed_precision(cfg, dev)
     sched = model.noise_scheduler(cfg)
     alphas = sched.alphas_cumprod.to(dev)
     mbs, ga = plan.layout.micro_batch_size, plan.layout.grad_accum
@@ -180,7 +180,7 @@ def run(rt) -> tuple[bool, dict | None]:
                 noise = torch.randn(latents.shape, generator=gen, device=dev)
                 t = torch.randint(0, cfg.num_train_timesteps, (latents.shape[0],), generator=gen, device=dev)
                 a = alphas[t].view(-1, 1, 1, 1)
-                noisy = a.sqrt() * latents + (1 - a).sqrt() * noise
+                noisy = (a.sqrt() * latents + (1 - a).sqrt() * noise).contiguous(memory_format=memory_format)
                 target = a.sqrt() * noise - (1 - a).sqrt() * latents  # v = sqrt(a) eps - sqrt(1-a) x0
                 cond = text(captions)
                 sync = ddp.no_sync() if rt.world_size > 1 and micro < ga - 1 else contextlib.nullcontext()

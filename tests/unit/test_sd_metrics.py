@@ -70,3 +70,18 @@ def test_clip_proxy_rewards_the_prompted_digit(setup):
     assert scorer.score(images, right)[1] / n > 0.8
     assert scorer.score(images, wrong)[1] / n < 0.1
     assert metrics.label_of("a photo of the digit seven") == 7 and metrics.label_of("a cat") == -1
+
+
+def test_frechet_distance_uses_the_sqrtm_call_every_scipy_accepts(monkeypatch):
+    """SciPy 1.18 removed sqrtm's `disp` (1.16-1.17 warn): the FID must not pass it. The 1.18
+    signature is stood in by a wrapper that takes only the matrix; the installed SciPy must not warn."""
+    import warnings
+
+    real = metrics.linalg.sqrtm
+    monkeypatch.setattr(metrics.linalg, "sqrtm", lambda a: real(a))  # SciPy >= 1.18: sqrtm(A) only
+    mu, s1, s2 = np.zeros(3), np.diag([1.0, 4.0, 9.0]), np.diag([4.0, 1.0, 9.0])
+    assert metrics.frechet_distance(mu, s1, mu, s2) == pytest.approx(2.0, abs=1e-6)
+    monkeypatch.undo()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)  # installed SciPy (1.17: disp deprecated)
+        assert metrics.frechet_distance(mu, s1, mu, s2) == pytest.approx(2.0, abs=1e-6)
