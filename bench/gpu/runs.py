@@ -137,8 +137,8 @@ def on_value(cls, name: str) -> str:
 
 
 def jobs(system: str) -> tuple[list[Job], list[Check]]:
-    """The base run of every benchmark and one run per GPU-only switch (`benchmarks.base.gpu_only`)
-    the harness accepts on this one-GPU system; a switch refused at resolve time (no process needed
+    """The base run of every benchmark, one run per GPU-only switch (`benchmarks.base.gpu_only`) and
+    one in the GPU precision (bf16/fp16) that the harness accepts on this one-GPU system; a switch refused at resolve time (no process needed
     to know: e.g. sequence parallelism needs TP >= 2) becomes a `refused` check right away."""
     from benchmarks import available, config_class
     from benchmarks.base import gpu_only
@@ -149,7 +149,10 @@ def jobs(system: str) -> tuple[list[Job], list[Check]]:
     bases, todo, refused = [Job(b) for b in available()], [], []
     for bench in available():
         cls = config_class(bench)
-        for key in gpu_only(cls):
+        # Plus `precision` where the CPU runs it too: the tiny sizes ship fp32 (gnn aside), so without
+        # this no tiny run would train in the GPU configs' bf16/fp16 on the GPU.
+        extra = ["precision"] if "precision" in cls.SWITCHES and "precision" not in gpu_only(cls) else []
+        for key in [*gpu_only(cls), *extra]:
             job = Job(bench, key, tuple(f"{k}={on_value(cls, k)}" for k in (*cls.SWITCHES[key].needs, key)))
             try:
                 r = resolve(bench, system, "tiny", runs=1, seed=1, nproc_per_node=1, sets=list(job.sets))
