@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from harness.core.errors import ConfigError
 from harness.train.run_checkpoint import RunCheckpointer
 from harness.train.timings import Timings
+from reference_impls.llama2_70b_lora import checkpoint as C
 from reference_impls.llama2_70b_lora import data, dist_ckpt
 from reference_impls.llama2_70b_lora import model as M
 
@@ -66,14 +67,14 @@ def build(rt, cfg, mesh: Mesh):
     plan = rt.plan
     dtype = torch.bfloat16 if cfg.precision == "bf16" else torch.float32
     model_dir = Path(plan.data_dir) / cfg.model_dir
-    M.checkpoint_files(model_dir)
-    M.check_checkpoint_config(model_dir, cfg)
+    C.checkpoint_files(model_dir)
+    C.check_checkpoint_config(model_dir, cfg)
     sharded = cfg.fsdp and mesh.world > 1
     device = torch.device(rt.device)
     base = M.build_base(cfg, "meta" if sharded else "cpu")
     base.to(dtype)
     if not sharded:
-        M.load_base_weights(base, model_dir)
+        C.load_base_weights(base, model_dir)
     if cfg.fp8:
         M.convert_fp8(base)
     torch.manual_seed(plan.seed)
@@ -86,7 +87,7 @@ def build(rt, cfg, mesh: Mesh):
     if sharded:
         M.shard_fsdp(model, mesh.fsdp_mesh, dtype)
         model.to_empty(device=device)
-        M.load_base_weights(model, model_dir)
+        C.load_base_weights(model, model_dir)
         M.init_lora_sharded(model, plan.seed)
     else:
         model.to(device)

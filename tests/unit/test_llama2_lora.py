@@ -126,6 +126,7 @@ def test_checkpoint_loader_fuses_split_qkv(tmp_path):
     from safetensors.torch import save_file
     from transformers import LlamaForCausalLM
 
+    from reference_impls.llama2_70b_lora import checkpoint as C
     from reference_impls.llama2_70b_lora import model as M
 
     cfg = Llama2LoraConfig(**TINY)
@@ -133,24 +134,24 @@ def test_checkpoint_loader_fuses_split_qkv(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(ref.config.to_dict(), default=str))
     save_file({k: v.contiguous() for k, v in ref.state_dict().items()}, str(tmp_path / "model.safetensors"))
     fused = M.build_base(cfg)
-    M.load_base_weights(fused, tmp_path)
+    C.load_base_weights(fused, tmp_path)
     x = torch.randint(0, 64, (1, 16))
     assert torch.allclose(ref(input_ids=x).logits, fused.eval()(input_ids=x).logits, atol=1e-5)
-    M.check_checkpoint_config(tmp_path, cfg)
+    C.check_checkpoint_config(tmp_path, cfg)
     with pytest.raises(ConfigError, match="hidden_size=64"):
-        M.check_checkpoint_config(tmp_path, Llama2LoraConfig(**{**TINY, "hidden_size": 128}))
+        C.check_checkpoint_config(tmp_path, Llama2LoraConfig(**{**TINY, "hidden_size": 128}))
 
 
 def test_missing_checkpoint_dir_is_one_line(tmp_path):
-    from reference_impls.llama2_70b_lora import model as M
+    from reference_impls.llama2_70b_lora import checkpoint as C
 
     with pytest.raises(ConfigError, match=r"base checkpoint directory .* does not exist") as e:
-        M.checkpoint_files(tmp_path / "nope")
+        C.checkpoint_files(tmp_path / "nope")
     assert "\n" not in str(e.value)
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "config.json").write_text("{}")
     with pytest.raises(ConfigError, match="no \\*.safetensors"):
-        M.checkpoint_files(tmp_path / "m")
+        C.checkpoint_files(tmp_path / "m")
 
 
 def test_dataset_columns_and_missing_files(tmp_path):
