@@ -58,8 +58,7 @@ def test_cosine_schedule_and_warmup():
     [
         ("dgx-h100x1", 8, 1, 8, 5e-4, 896),
         ("dgx-h200x1", 8, 1, 8, 5e-4, 1024),
-        ("dgx-h100x8", 8, 8, 8, 3.6e-4, 1024),
-        ("dgx-h100x128", 128, 8, 128, 6e-4, 1024),
+        ("dgx-h100x8", 64, 1, 64, 6e-4, 1024),
     ],
 )
 def test_full_size_plans_for_the_record_systems(system, dp, cp, gbs, lr, steps):
@@ -216,13 +215,29 @@ def test_entrypoint_exits_2_with_one_line_when_the_checkpoint_is_missing(tmp_pat
     assert len(err) == 1 and "base checkpoint directory" in err[0] and "does not exist" in err[0]
 
 
-def test_context_parallel_on_cpu_is_refused_in_one_line(tmp_path):
+@pytest.mark.parametrize("system", ["cpu-local", "dgx-h100x8"])
+def test_context_parallel_is_refused_in_one_line_on_every_system(mlperf, system):
+    """No test ran llama2's CP path (torch 2.13's ring attention shards only the CUDA SDPA ops, and
+    the load-balanced position ids read as packed sequences): refused at resolve, CPU and GPU alike,
+    and never proposed by the planner; a hand-written plan is refused by the rank too."""
     from types import SimpleNamespace
 
+    from benchmarks.llama2_70b_lora.config import Llama2LoraConfig
     from reference_impls.llama2_70b_lora.train import Mesh
 
-    with pytest.raises(ConfigError, match="context_parallel_size=2 needs CUDA"):
-        Mesh(SimpleNamespace(device="cpu", world_size=2, rank=0), cp=2)
+    r = mlperf("run", "llama2_70b_lora", "--system", system, "--set", "context_parallel_size=2", "--dry-run")
+    lines = [x for x in r.stderr.strip().splitlines() if x.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "context_parallel_size=2" in lines[0], r.stderr
+    assert "cp" not in Llama2LoraConfig.SUPPORTS
+    with pytest.raises(ConfigError, match="context_parallel_size=2: context parallelism is not implemented"):
+        Mesh(SimpleNamespace(device="cuda", world_size=2, rank=0), cp=2)
+
+
+def test_no_layout_for_1024_gpus_without_context_parallelism(mlperf):
+    """dgx-h100x128 ships no config: 1,024 GPUs without CP need GBS >= 1024, beyond the RCPs (128)."""
+    r = mlperf("run", "llama2_70b_lora", "--system", "dgx-h100x128", "--dry-run")
+    lines = [x for x in r.stderr.strip().splitlines() if x.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "RCPs up to 128" in lines[0], r.stderr
 
 
 def test_gpu_benchmark_script_runs_on_cpu_at_a_small_width():
