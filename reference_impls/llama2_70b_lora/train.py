@@ -96,6 +96,10 @@ def build(rt, cfg, mesh: Mesh):
         for p in model.parameters():
             if p.requires_grad and p.dtype != torch.float32:
                 p.data = p.data.float()
+    if rt.is_rank0:  # what the parameters hold, not what the config asked for (stdout.log)
+        frozen = {str(p.dtype) for p in model.parameters() if not p.requires_grad}
+        lora = {str(p.dtype) for p in model.parameters() if p.requires_grad}
+        print(f"llama2: frozen base {'/'.join(sorted(frozen))}, LoRA {'/'.join(sorted(lora))}", flush=True)
     return model
 
 

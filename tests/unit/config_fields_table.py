@@ -82,7 +82,6 @@ FIELDS = {
         **BASE,
         "global_batch_size": ("plan", 16),
         "micro_batch_size": ("plan", 4),
-        "context_parallel_size": ("gpu", 2),
         "fp8": ("gpu", True),
         "compile": ("gpu", True),
         "num_layers": ("build:model", 3),
