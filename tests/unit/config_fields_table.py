@@ -83,7 +83,7 @@ FIELDS = {
         "global_batch_size": ("plan", 16),
         "micro_batch_size": ("plan", 4),
         "fp8": ("gpu", True),
-        "compile": ("gpu", True),
+        "compile": ("read", True),
         "num_layers": ("build:model", 3),
         "hidden_size": ("build:model", 256),
         "intermediate_size": ("build:model", 256),
