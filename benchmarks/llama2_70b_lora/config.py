@@ -153,11 +153,6 @@ class Llama2LoraConfig(BenchmarkConfig):
                 f"num_attention_heads {self.num_attention_heads} is not a multiple of "
                 f"num_key_value_heads {self.num_key_value_heads}"
             )
-        if self.max_sequence_length % (2 * self.context_parallel_size):
-            raise ValueError(
-                f"max_sequence_length {self.max_sequence_length} must split into "
-                f"2 x CP {self.context_parallel_size} equal chunks (load-balanced ring attention)"
-            )
         return self
 
     @property

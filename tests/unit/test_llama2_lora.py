@@ -283,7 +283,7 @@ def test_eval_splits_rows_over_dp_ranks_with_equal_forward_counts():
 
     def ev(dp, rank):
         calls.clear()
-        mesh = SimpleNamespace(dp=dp, dp_rank=rank, cp_mesh=None, dp_group=None)
+        mesh = SimpleNamespace(dp=dp, dp_rank=rank, dp_group=None)
         return train.evaluate(model, ids, labels, mesh, cfg, "cpu"), len(calls)
 
     (full, n1), (r0, n_r0), (r1, n_r1) = ev(1, 0), ev(2, 0), ev(2, 1)
