@@ -126,10 +126,13 @@ class Job:
         return 15.0 + own.get(self.bench, 60.0) + (90.0 if compiles else 0.0)
 
 
+GPU_ALSO = ("precision", "compile")
+
+
 def on_value(cls, name: str) -> str:
     """A switch's first value other than `off`, as `--set` spells it: true, the first other choice
     of a Literal (precision: bf16 or fp16), or twice an integer degree (context parallel: 2)."""
-    off = cls.SWITCHES[name].off
+    off = cls.SWITCHES[name].off if name in cls.SWITCHES else "fp32"  # llama2's precision: a field
     if isinstance(off, bool):
         return "true"
     others = [c for c in typing.get_args(cls.model_fields[name].annotation) if c != off]
@@ -149,11 +152,13 @@ def jobs(system: str) -> tuple[list[Job], list[Check]]:
     bases, todo, refused = [Job(b) for b in available()], [], []
     for bench in available():
         cls = config_class(bench)
-        # Plus `precision` where the CPU runs it too: the tiny sizes ship fp32 (gnn aside), so without
-        # this no tiny run would train in the GPU configs' bf16/fp16 on the GPU.
-        extra = ["precision"] if "precision" in cls.SWITCHES and "precision" not in gpu_only(cls) else []
+        # Plus what the CPU runs too but the GPU runs through other code: `precision` (the tiny sizes
+        # ship fp32, gnn aside, so else no tiny run trains in the GPU configs' bf16/fp16 on CUDA)
+        # and llama2's `compile` (triton kernels on CUDA, C++ on CPU).
+        extra = [k for k in GPU_ALSO if k in cls.model_fields and k not in gpu_only(cls)]
         for key in [*gpu_only(cls), *extra]:
-            job = Job(bench, key, tuple(f"{k}={on_value(cls, k)}" for k in (*cls.SWITCHES[key].needs, key)))
+            needs = cls.SWITCHES[key].needs if key in cls.SWITCHES else ()
+            job = Job(bench, key, tuple(f"{k}={on_value(cls, k)}" for k in (*needs, key)))
             try:
                 r = resolve(bench, system, "tiny", runs=1, seed=1, nproc_per_node=1, sets=list(job.sets))
                 require_libraries(bench, r.plans[0].config)  # what `mlperf run` refuses before launch

@@ -7,9 +7,9 @@ Closed-rule arithmetic (training_rules v4.0, closed_llama2_70b_lora.yaml):
     schedule      = cosine from the base LR to 0 over opt_learning_rate_training_steps, after
                     warmup_factor x training_steps linear warmup steps (reference: factor 0)
 Layout: the reference fine-tunes with data-parallel FSDP sharding (every rank holds 1/world of
-the frozen base weights); context parallelism splits the 8,192-token sequence. DP = world / CP,
-GA = GBS / (DP x MBS). Tensor and pipeline parallelism are not implemented (FSDP covers the
-memory that NVIDIA's TP 4 covers; see configs/*.yaml for the mapping of their record layouts).
+the frozen base weights). DP = world, GA = GBS / (DP x MBS). Tensor, pipeline and context
+parallelism are not implemented (refused; FSDP covers the memory that NVIDIA's TP 4 covers; see
+configs/*.yaml for the mapping of their record layouts).
 """
 
 from __future__ import annotations
@@ -115,27 +115,29 @@ class Llama2LoraConfig(BenchmarkConfig):
     """Shard the base weights over all ranks with torch FSDP2 (fully_shard); no-op for one rank.
     Off is refused above one rank: FSDP is the implementation's only gradient sync."""
     compile: bool = False
-    """torch.compile each decoder layer (GPU only)."""
+    """torch.compile each decoder layer (inductor; runs on CPU too, where compiling takes minutes)."""
 
     SWITCHES: ClassVar[dict[str, Switch]] = {
         "fp8": Switch(("gpu",), "torchao float8 training needs CUDA (H100/H200)", library="torchao"),
         "cuda_graphs": Switch(
             (), "no CUDA-graph capture is implemented; NVIDIA's v4.0 Llama 2 LoRA records used none either"
         ),
-        "compile": Switch(
-            ("gpu",), "torch.compile of the decoder layers is set up for CUDA only", library="triton"
-        ),
+        # No library=: inductor compiles for CPU with the host C++ compiler (ran here); CUDA builds
+        # bring triton with torch.
+        "compile": Switch(("cpu", "gpu"), ""),
         "activation_checkpointing": Switch(("cpu", "gpu"), ""),
         "fsdp": Switch(
             ("cpu", "gpu"),
             "FSDP is the only gradient sync; without it each rank would train its own copy",
             off_max_degree=(("world_size", 1),),
         ),
-        "context_parallel_size": Switch(
-            ("gpu",), "torch's ring attention has no CPU SDPA kernel to shard", off=1
-        ),
     }
-    SUPPORTS: ClassVar[tuple[str, ...]] = ("cp",)
+    # Context parallelism is refused (layout.derive: "supports data parallelism only"), on every
+    # system: no test ran it. torch 2.13's ring attention shards only the CUDA SDPA ops (on CPU:
+    # "aten._scaled_dot_product_flash_attention_for_cpu ... does not have a sharding strategy"), and
+    # transformers reads the load-balanced per-rank position ids as packed sequences (an explicit
+    # mask instead of the causal ring path). So the planner proposes none either.
+    SUPPORTS: ClassVar[tuple[str, ...]] = ()
 
     @model_validator(mode="after")
     def _derive(self):
@@ -152,11 +154,6 @@ class Llama2LoraConfig(BenchmarkConfig):
             raise ValueError(
                 f"num_attention_heads {self.num_attention_heads} is not a multiple of "
                 f"num_key_value_heads {self.num_key_value_heads}"
-            )
-        if self.max_sequence_length % (2 * self.context_parallel_size):
-            raise ValueError(
-                f"max_sequence_length {self.max_sequence_length} must split into "
-                f"2 x CP {self.context_parallel_size} equal chunks (load-balanced ring attention)"
             )
         return self
 

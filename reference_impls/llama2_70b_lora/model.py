@@ -4,19 +4,15 @@ The MLPerf reference fine-tunes a Llama-2-70B checkpoint whose attention has one
 `qkv_proj` (rows = [q; k; v]) and LoRA r 16 / alpha 32 / dropout 0.1 on `qkv_proj` and `o_proj`.
 A LoRA on a fused projection is a different parametrisation from LoRA on separate q/k/v (one
 shared A matrix for all three), so the attention is rebuilt with a fused projection here; a
-checkpoint with split q/k/v weights is fused at load time.
+checkpoint with split q/k/v weights is fused at load time (checkpoint.py).
 
 Full size: the 70B base is built on the meta device, sharded with FSDP2 (`fully_shard`, one unit
-per decoder layer) over all ranks, and each rank reads only its shard from the safetensors files.
-Activation checkpointing wraps every decoder layer; attention is SDPA (flash/cuDNN on GPU);
-context parallelism (torch's ring attention) splits the sequence; FP8 converts the frozen base
-linears with torchao's float8 training (GPU only).
+per decoder layer) over all ranks, and each rank reads only its shard from the safetensors files
+(checkpoint.py). Activation checkpointing wraps every decoder layer; attention is SDPA
+(flash/cuDNN on GPU); FP8 converts the frozen base linears with torchao's float8 training (GPU only).
 """
 
 from __future__ import annotations
-
-import json
-from pathlib import Path
 
 import torch
 from torch import nn
@@ -24,6 +20,9 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.models.llama import modeling_llama as ml
 
 from harness.core.errors import ConfigError
+
+# The loader lives in checkpoint.py; bench/bench_llama2_overhead.py reaches it as M.load_base_weights.
+from reference_impls.llama2_70b_lora.checkpoint import load_base_weights  # noqa: F401
 
 
 class FusedQKVAttention(ml.LlamaAttention):
@@ -92,103 +91,6 @@ def build_base(cfg, device: str | torch.device = "cpu", seed: int | None = None)
     if str(device) != "meta":
         model.apply(model._init_weights)
     return model
-
-
-# ---- checkpoint ------------------------------------------------------------------------------
-def checkpoint_files(model_dir: Path) -> list[Path]:
-    """The safetensors files of a checkpoint dir; ConfigError (one line) when something is missing."""
-    model_dir = Path(model_dir)
-    if not model_dir.is_dir():
-        raise ConfigError(
-            f"base checkpoint directory {model_dir} does not exist: put the Llama-2-70B "
-            f"weights there (config.json + *.safetensors, e.g. the MLCommons fused-QKV "
-            f"checkpoint; never downloaded by the harness)"
-        )
-    if not (model_dir / "config.json").exists():
-        raise ConfigError(f"base checkpoint {model_dir} has no config.json")
-    files = sorted(model_dir.glob("*.safetensors"))
-    if not files:
-        raise ConfigError(
-            f"base checkpoint {model_dir} has no *.safetensors files (convert .bin/.nemo "
-            f"checkpoints to safetensors first)"
-        )
-    return files
-
-
-def check_checkpoint_config(model_dir: Path, cfg) -> None:
-    """The checkpoint's config.json must describe the model the config asks for."""
-    c = json.loads((Path(model_dir) / "config.json").read_text())
-    want = {
-        "hidden_size": cfg.hidden_size,
-        "num_hidden_layers": cfg.num_layers,
-        "num_attention_heads": cfg.num_attention_heads,
-        "intermediate_size": cfg.intermediate_size,
-        "vocab_size": cfg.vocab_size,
-    }
-    want["num_key_value_heads"] = cfg.num_key_value_heads
-    for k, v in want.items():
-        if k in c and c[k] != v:
-            raise ConfigError(f"base checkpoint {model_dir}/config.json has {k}={c[k]}, the config wants {v}")
-
-
-class _Reader:
-    """Lazy tensor access over all safetensors files, fusing split q/k/v into qkv_proj."""
-
-    def __init__(self, files: list[Path]):
-        from safetensors import safe_open
-
-        self.handles = [safe_open(str(f), framework="pt") for f in files]
-        self.where = {k: h for h in self.handles for k in h.keys()}
-
-    def get(self, name: str) -> torch.Tensor:
-        if name in self.where:
-            return self.where[name].get_tensor(name)
-        if ".qkv_proj." in name:
-            parts = [name.replace(".qkv_proj.", f".{p}.") for p in ("q_proj", "k_proj", "v_proj")]
-            if all(p in self.where for p in parts):
-                return torch.cat([self.where[p].get_tensor(p) for p in parts], dim=0)
-        raise ConfigError(f"base checkpoint has no tensor '{name}' (is it a Llama checkpoint of this size?)")
-
-
-def load_base_weights(model: nn.Module, model_dir: Path) -> None:
-    """Copy checkpoint tensors into `model`'s (possibly FSDP-sharded) parameters, shard by shard."""
-    from torch.distributed.tensor import DTensor, distribute_tensor
-
-    reader = _Reader(checkpoint_files(model_dir))
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if ".lora_" in name:  # adapters are initialised, not loaded
-                continue
-            full = reader.get(_ckpt_name(name))
-            if tuple(full.shape) != tuple(p.shape):
-                raise ConfigError(
-                    f"base checkpoint tensor {_ckpt_name(name)} has shape {tuple(full.shape)}, "
-                    f"the model wants {tuple(p.shape)}"
-                )
-            if isinstance(p, DTensor):  # each rank slices its own shard from the mmap'd file
-                local = distribute_tensor(full.to(p.dtype), p.device_mesh, p.placements, src_data_rank=None)
-                p.to_local().copy_(local.to_local())
-            else:
-                p.copy_(full.to(p.dtype))
-
-
-def _ckpt_name(param_name: str) -> str:
-    """Parameter name in the (unwrapped) model -> tensor name in the HF checkpoint."""
-    n = param_name.replace("base_model.model.", "").replace(".base_layer.", ".")
-    return n.replace("_checkpoint_wrapped_module.", "").replace("_orig_mod.", "")
-
-
-def save_base(model: LlamaForCausalLM, out_dir: Path) -> list[Path]:
-    """Write config.json + model.safetensors (tiny base, the stand-in for the gated checkpoint)."""
-    from safetensors.torch import save_file
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    lc = model.config.to_dict()
-    lc["fused_qkv"] = True
-    (out_dir / "config.json").write_text(json.dumps(lc, indent=1, sort_keys=True, default=str))
-    sd = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
-    save_file(sd, str(out_dir / "model.safetensors"))
-    return [out_dir / "config.json", out_dir / "model.safetensors"]
 
 
 # ---- LoRA, precision, sharding ----------------------------------------------------------------

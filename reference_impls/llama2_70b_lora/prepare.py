@@ -113,7 +113,7 @@ def prepare_tiny(plan: RunPlan) -> Path:
     import torch
 
     from reference_impls.llama2_70b_lora import data
-    from reference_impls.llama2_70b_lora.model import save_base
+    from reference_impls.llama2_70b_lora.checkpoint import save_base
 
     torch.set_num_threads(max(1, plan.threads_per_process))
     cfg = benchmarks.typed_config(plan)
@@ -134,7 +134,7 @@ def prepare_tiny(plan: RunPlan) -> Path:
 
 def validate_full(plan: RunPlan) -> None:
     from reference_impls.llama2_70b_lora import data
-    from reference_impls.llama2_70b_lora.model import check_checkpoint_config, checkpoint_files
+    from reference_impls.llama2_70b_lora.checkpoint import check_checkpoint_config, checkpoint_files
 
     cfg = benchmarks.typed_config(plan)
     for f in data.dataset_files(Path(plan.data_dir), cfg):

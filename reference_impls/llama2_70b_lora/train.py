@@ -11,7 +11,6 @@ The only host syncs are at eval slots (the loss for timings.jsonl is read only t
 from __future__ import annotations
 
 import time
-from contextlib import nullcontext
 from pathlib import Path
 
 import torch
@@ -21,6 +20,7 @@ import torch.nn.functional as F
 from harness.core.errors import ConfigError
 from harness.train.run_checkpoint import RunCheckpointer
 from harness.train.timings import Timings
+from reference_impls.llama2_70b_lora import checkpoint as C
 from reference_impls.llama2_70b_lora import data, dist_ckpt
 from reference_impls.llama2_70b_lora import model as M
 
@@ -38,27 +38,23 @@ HYPERPARAMETERS = (
 
 
 class Mesh:
-    """DP x CP process layout (None groups when the world is one rank)."""
+    """The DP process layout, FSDP over all ranks (None groups when the world is one rank)."""
 
     def __init__(self, rt, cp: int):
-        if cp > 1 and not rt.device.startswith("cuda"):
+        if cp > 1:  # resolve refuses it first (config.SUPPORTS); a hand-written plan lands here
             raise ConfigError(
-                f"context_parallel_size={cp} needs CUDA: torch's ring attention has no CPU "
-                f"SDPA kernel to shard; use context_parallel_size=1 on CPU systems"
+                f"context_parallel_size={cp}: context parallelism is not implemented for "
+                f"llama2_70b_lora (no test ran it); use context_parallel_size=1"
             )
-        self.world = rt.world_size
-        self.cp = cp
-        self.dp = self.world // cp
-        self.mesh = self.dp_group = self.cp_mesh = None
-        self.dp_rank = rt.rank // cp
+        self.world = self.dp = rt.world_size
+        self.mesh = self.dp_group = None
+        self.dp_rank = rt.rank
         if self.world > 1:
             from torch.distributed.device_mesh import init_device_mesh
 
             dev = "cuda" if rt.device.startswith("cuda") else "cpu"
-            self.mesh = init_device_mesh(dev, (self.dp, cp), mesh_dim_names=("dp", "cp"))
-            self.dp_group = self.mesh["dp"].get_group()
-            self.cp_mesh = self.mesh["cp"] if cp > 1 else None
-            self.fsdp_mesh = self.mesh._flatten("dp_cp") if cp > 1 else self.mesh["dp"]
+            self.mesh = self.fsdp_mesh = init_device_mesh(dev, (self.dp,), mesh_dim_names=("dp",))
+            self.dp_group = self.mesh.get_group()
 
 
 def build(rt, cfg, mesh: Mesh):
@@ -66,14 +62,14 @@ def build(rt, cfg, mesh: Mesh):
     plan = rt.plan
     dtype = torch.bfloat16 if cfg.precision == "bf16" else torch.float32
     model_dir = Path(plan.data_dir) / cfg.model_dir
-    M.checkpoint_files(model_dir)
-    M.check_checkpoint_config(model_dir, cfg)
+    C.checkpoint_files(model_dir)
+    C.check_checkpoint_config(model_dir, cfg)
     sharded = cfg.fsdp and mesh.world > 1
     device = torch.device(rt.device)
     base = M.build_base(cfg, "meta" if sharded else "cpu")
     base.to(dtype)
     if not sharded:
-        M.load_base_weights(base, model_dir)
+        C.load_base_weights(base, model_dir)
     if cfg.fp8:
         M.convert_fp8(base)
     torch.manual_seed(plan.seed)
@@ -86,7 +82,7 @@ def build(rt, cfg, mesh: Mesh):
     if sharded:
         M.shard_fsdp(model, mesh.fsdp_mesh, dtype)
         model.to_empty(device=device)
-        M.load_base_weights(model, model_dir)
+        C.load_base_weights(model, model_dir)
         M.init_lora_sharded(model, plan.seed)
     else:
         model.to(device)
@@ -95,30 +91,23 @@ def build(rt, cfg, mesh: Mesh):
         for p in model.parameters():
             if p.requires_grad and p.dtype != torch.float32:
                 p.data = p.data.float()
+    if rt.is_rank0:  # what the parameters hold, not what the config asked for (stdout.log)
+        frozen = {str(p.dtype) for p in model.parameters() if not p.requires_grad}
+        lora = {str(p.dtype) for p in model.parameters() if p.requires_grad}
+        print(f"llama2: frozen base {'/'.join(sorted(frozen))}, LoRA {'/'.join(sorted(lora))}", flush=True)
     return model
 
 
-def _cp_context(ids, labels, pos, cp_mesh):
-    if cp_mesh is None:
-        return nullcontext()
-    from torch.distributed.tensor.experimental import context_parallel
-
-    return context_parallel(
-        cp_mesh, buffers=[ids, labels, pos], buffer_seq_dims=[1, 1, 1], no_restore_buffers={ids, labels, pos}
-    )
-
-
-def token_losses(model, ids, labels, cp_mesh):
-    """Per-sequence (sum of answer-token CE, answer-token count) over this rank's tokens; labels
-    already shifted. Training sums both over the micro-batch, evaluation weighs each sequence."""
+def token_losses(model, ids, labels):
+    """Per-sequence (sum of answer-token CE, answer-token count); labels already shifted.
+    Training sums both over the micro-batch, evaluation weighs each sequence."""
     pos = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
-    with _cp_context(ids, labels, pos, cp_mesh):
-        logits = model(input_ids=ids, position_ids=pos).logits
-        ce = F.cross_entropy(
-            logits.float().flatten(0, 1), labels.flatten(), ignore_index=data.IGNORE, reduction="none"
-        ).view(labels.shape)
-        mask = labels != data.IGNORE
-        return (ce * mask).sum(1), mask.sum(1)
+    logits = model(input_ids=ids, position_ids=pos).logits
+    ce = F.cross_entropy(
+        logits.float().flatten(0, 1), labels.flatten(), ignore_index=data.IGNORE, reduction="none"
+    ).view(labels.shape)
+    mask = labels != data.IGNORE
+    return (ce * mask).sum(1), mask.sum(1)
 
 
 def _all_reduce(t: torch.Tensor, group=None) -> torch.Tensor:
@@ -129,7 +118,7 @@ def _all_reduce(t: torch.Tensor, group=None) -> torch.Tensor:
 
 def evaluate(model, ev_ids, ev_labels, mesh: Mesh, cfg, device) -> float:
     """Mean over eval sequences of the per-sequence mean answer-token loss (as the reference's
-    Trainer with eval batch 1); DP ranks split the rows, CP ranks the tokens of each row."""
+    Trainer with eval batch 1); DP ranks split the rows."""
     model.eval()
     total = torch.zeros(2, dtype=torch.float64, device=device)  # (sum of per-seq means, seqs)
     rows = torch.arange(mesh.dp_rank, ev_ids.shape[0], mesh.dp)
@@ -144,10 +133,7 @@ def evaluate(model, ev_ids, ev_labels, mesh: Mesh, cfg, device) -> float:
     with torch.no_grad():
         for i in range(0, per_rank, mb):
             r, w = rows[i : i + mb], weight[i : i + mb].to(device)
-            s, n = token_losses(model, ev_ids[r].to(device), ev_labels[r].to(device), mesh.cp_mesh)
-            if mesh.cp_mesh is not None:
-                sn = _all_reduce(torch.stack([s.double(), n.double()]), mesh.cp_mesh.get_group())
-                s, n = sn[0], sn[1]
+            s, n = token_losses(model, ev_ids[r].to(device), ev_labels[r].to(device))
             w = w * (n > 0)
             total[0] += (w * s.double() / n.double().clamp(min=1)).sum()
             total[1] += w.sum()
@@ -218,11 +204,7 @@ def run(rt) -> bool:
             t_data = time.perf_counter() - t0
             loss_sum = torch.zeros((), device=device)
             for ids, labels in batches:
-                s, n = (x.sum() for x in token_losses(model, ids, labels, mesh.cp_mesh))
-                if mesh.cp_mesh is not None:
-                    # Local token sum over the whole sequence's count, x CP: FSDP averages gradients
-                    # over all DP x CP ranks, and the CP shards of a sequence must add up, not average.
-                    n = _all_reduce(n.detach().clone(), mesh.cp_mesh.get_group()) / mesh.cp
+                s, n = (x.sum() for x in token_losses(model, ids, labels))
                 loss = s / n.clamp(min=1) / ga
                 loss.backward()
                 loss_sum += loss.detach()

@@ -38,9 +38,15 @@ def _run_one(mlperf, results: Path, data: Path, seed: int, *extra: str) -> dict:
     return run
 
 
-def test_tiny_run_reaches_target_and_log_passes_tiny_rules(mlperf, tmp_path, data):
+def test_tiny_run_in_bf16_reaches_target_and_log_passes_tiny_rules(mlperf, tmp_path, data):
+    """One process in bf16, the GPU configs' precision (the shipped tiny size is fp32, and the
+    2-rank tests run it): seeds 1-5 reach 1.35 at 2,880-3,552 samples in bf16, 2,592-4,224 in
+    fp32 (README), so the target is the bound, as for fp32."""
     res = tmp_path / "results"
-    run = _run_one(mlperf, res, data, 5)  # 1.35 at 2,592 samples (README calibration table)
+    run = _run_one(mlperf, res, data, 5, "--set", "precision=bf16")  # bf16 seed 5: 1.35 at 2,880
+    # What the model's parameters held (train.build prints it), not what the config asked for.
+    out = (Path(run["run_dir"]) / "stdout.log").read_text()
+    assert "llama2: frozen base torch.bfloat16, LoRA torch.float32" in out, out[-2000:]
     assert json.loads((data / "PREPARED.json").read_text())["not_submittable"] is True
     log = Path(run["result_file"])
     chk = official_check(log)

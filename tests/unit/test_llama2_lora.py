@@ -58,8 +58,7 @@ def test_cosine_schedule_and_warmup():
     [
         ("dgx-h100x1", 8, 1, 8, 5e-4, 896),
         ("dgx-h200x1", 8, 1, 8, 5e-4, 1024),
-        ("dgx-h100x8", 8, 8, 8, 3.6e-4, 1024),
-        ("dgx-h100x128", 128, 8, 128, 6e-4, 1024),
+        ("dgx-h100x8", 64, 1, 64, 6e-4, 1024),
     ],
 )
 def test_full_size_plans_for_the_record_systems(system, dp, cp, gbs, lr, steps):
@@ -126,6 +125,7 @@ def test_checkpoint_loader_fuses_split_qkv(tmp_path):
     from safetensors.torch import save_file
     from transformers import LlamaForCausalLM
 
+    from reference_impls.llama2_70b_lora import checkpoint as C
     from reference_impls.llama2_70b_lora import model as M
 
     cfg = Llama2LoraConfig(**TINY)
@@ -133,24 +133,24 @@ def test_checkpoint_loader_fuses_split_qkv(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(ref.config.to_dict(), default=str))
     save_file({k: v.contiguous() for k, v in ref.state_dict().items()}, str(tmp_path / "model.safetensors"))
     fused = M.build_base(cfg)
-    M.load_base_weights(fused, tmp_path)
+    C.load_base_weights(fused, tmp_path)
     x = torch.randint(0, 64, (1, 16))
     assert torch.allclose(ref(input_ids=x).logits, fused.eval()(input_ids=x).logits, atol=1e-5)
-    M.check_checkpoint_config(tmp_path, cfg)
+    C.check_checkpoint_config(tmp_path, cfg)
     with pytest.raises(ConfigError, match="hidden_size=64"):
-        M.check_checkpoint_config(tmp_path, Llama2LoraConfig(**{**TINY, "hidden_size": 128}))
+        C.check_checkpoint_config(tmp_path, Llama2LoraConfig(**{**TINY, "hidden_size": 128}))
 
 
 def test_missing_checkpoint_dir_is_one_line(tmp_path):
-    from reference_impls.llama2_70b_lora import model as M
+    from reference_impls.llama2_70b_lora import checkpoint as C
 
     with pytest.raises(ConfigError, match=r"base checkpoint directory .* does not exist") as e:
-        M.checkpoint_files(tmp_path / "nope")
+        C.checkpoint_files(tmp_path / "nope")
     assert "\n" not in str(e.value)
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "config.json").write_text("{}")
     with pytest.raises(ConfigError, match="no \\*.safetensors"):
-        M.checkpoint_files(tmp_path / "m")
+        C.checkpoint_files(tmp_path / "m")
 
 
 def test_dataset_columns_and_missing_files(tmp_path):
@@ -215,13 +215,29 @@ def test_entrypoint_exits_2_with_one_line_when_the_checkpoint_is_missing(tmp_pat
     assert len(err) == 1 and "base checkpoint directory" in err[0] and "does not exist" in err[0]
 
 
-def test_context_parallel_on_cpu_is_refused_in_one_line(tmp_path):
+@pytest.mark.parametrize("system", ["cpu-local", "dgx-h100x8"])
+def test_context_parallel_is_refused_in_one_line_on_every_system(mlperf, system):
+    """No test ran llama2's CP path (torch 2.13's ring attention shards only the CUDA SDPA ops, and
+    the load-balanced position ids read as packed sequences): refused at resolve, CPU and GPU alike,
+    and never proposed by the planner; a hand-written plan is refused by the rank too."""
     from types import SimpleNamespace
 
+    from benchmarks.llama2_70b_lora.config import Llama2LoraConfig
     from reference_impls.llama2_70b_lora.train import Mesh
 
-    with pytest.raises(ConfigError, match="context_parallel_size=2 needs CUDA"):
-        Mesh(SimpleNamespace(device="cpu", world_size=2, rank=0), cp=2)
+    r = mlperf("run", "llama2_70b_lora", "--system", system, "--set", "context_parallel_size=2", "--dry-run")
+    lines = [x for x in r.stderr.strip().splitlines() if x.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "context_parallel_size=2" in lines[0], r.stderr
+    assert "cp" not in Llama2LoraConfig.SUPPORTS
+    with pytest.raises(ConfigError, match="context_parallel_size=2: context parallelism is not implemented"):
+        Mesh(SimpleNamespace(device="cuda", world_size=2, rank=0), cp=2)
+
+
+def test_no_layout_for_1024_gpus_without_context_parallelism(mlperf):
+    """dgx-h100x128 ships no config: 1,024 GPUs without CP need GBS >= 1024, beyond the RCPs (128)."""
+    r = mlperf("run", "llama2_70b_lora", "--system", "dgx-h100x128", "--dry-run")
+    lines = [x for x in r.stderr.strip().splitlines() if x.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "RCPs up to 128" in lines[0], r.stderr
 
 
 def test_gpu_benchmark_script_runs_on_cpu_at_a_small_width():
@@ -267,7 +283,7 @@ def test_eval_splits_rows_over_dp_ranks_with_equal_forward_counts():
 
     def ev(dp, rank):
         calls.clear()
-        mesh = SimpleNamespace(dp=dp, dp_rank=rank, cp_mesh=None, dp_group=None)
+        mesh = SimpleNamespace(dp=dp, dp_rank=rank, dp_group=None)
         return train.evaluate(model, ids, labels, mesh, cfg, "cpu"), len(calls)
 
     (full, n1), (r0, n_r0), (r1, n_r1) = ev(1, 0), ev(2, 0), ev(2, 1)

@@ -57,7 +57,6 @@ def test_every_library_switch_is_found_and_installed_ones_pass(monkeypatch):
         ("gpt3", "cuda_graphs"): "transformer_engine",
         ("gpt3", "tp_comm_overlap"): "transformer_engine",
         ("llama2_70b_lora", "fp8"): "torchao",
-        ("llama2_70b_lora", "compile"): "triton",
         ("stable_diffusion", "cuda_graphs"): "triton",
     }
     cfg = {"fp8": True, "cuda_graphs": False, "context_parallel_size": 2}
