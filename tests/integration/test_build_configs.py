@@ -8,7 +8,7 @@ reference_impls.<name>` entry with task "build") and rendered by the command's o
 heaviest build: 11,616 fake ranks) goes through the CLI itself, once as shipped (exit 0) and once with
 the cuda_graphs RNG defect planted in its build child (exit 2, one line).
 
-The record layouts' figures (formerly tests/unit/test_full_shapes.py): GPT-3 175B through
+The record layouts' figures (formerly the unit test test_full_shapes): GPT-3 175B through
 `model.build` as every pipeline stage of TP4 PP8 VP4 DP16, Llama 2 70B + LoRA under FSDP2 over 64
 ranks, the SD v2 UNet with ZeRO over 64, R-GAT at IGBH-full width meet their published sizes, and
 the planner's per-rank bytes (`harness.planner.params.rank_bytes`) are within 2 % of the build's.
