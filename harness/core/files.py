@@ -33,20 +33,6 @@ def atomic_write(path: str | Path, text: str) -> None:
     atomic_write_bytes(path, text.encode())
 
 
-def fsync_dir(path: str | Path) -> None:
-    """Make a rename inside `path` durable (best effort: some filesystems refuse)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def fsync_file(path: str | Path) -> None:
     """Flush a file someone else wrote (e.g. a framework's checkpoint writer) to stable storage.
     Not best effort: a file that cannot be made durable must not be committed."""
@@ -55,6 +41,14 @@ def fsync_file(path: str | Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def fsync_dir(path: str | Path) -> None:
+    """Make a rename inside `path` durable (best effort: some filesystems refuse)."""
+    try:
+        fsync_file(path)
+    except OSError:
+        pass
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
