@@ -227,11 +227,6 @@ def _adam_slots(optimizer) -> dict:
     return out
 
 
-def _adam_targets(optimizer) -> dict:
-    """model param -> (its Adam state dict, its flat range or None): `_adam_slots` without the step's place."""
-    return {p: slot[:2] for p, slot in _adam_slots(optimizer).items()}
-
-
 def _global_names(chunk_module):
     """(global name, param): layer numbers made global (PP/VP offsets), tied copy renamed."""
     from megatron.core import parallel_state as ps

@@ -62,7 +62,7 @@ def step(st, lay, n: int) -> tuple[float, float]:
 def flat_state(optimizer) -> list:
     """This rank's master weight shards and Adam state, in a fixed order."""
     out = []
-    for p, (st, rng) in gm._adam_targets(optimizer).items():
+    for p, (st, rng, *_) in gm._adam_slots(optimizer).items():
         if "exp_avg" in st:
             main = p.detach().reshape(-1)[rng] if rng is not None else p.detach()
             out.append((main.clone(), st["exp_avg"].clone(), st["exp_avg_sq"].clone(), float(st["step"])))
