@@ -103,9 +103,7 @@ def sd_step(ctx, system: str) -> dict:
     if cuda and cfg.channels_last:
         unet = unet.to(memory_format=torch.channels_last)
     opt = model.optimizer(cfg, unet.parameters())
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(cfg.precision) if cuda else None
-    autocast = (lambda: torch.autocast("cuda", dtype=dtype)) if dtype else contextlib.nullcontext
-    scaler = torch.amp.GradScaler("cuda") if dtype is torch.float16 else None
+    autocast, scaler = model.mixed_precision(cfg, dev)  # the training's own (train.py)
     alphas = model.noise_scheduler(cfg).alphas_cumprod.to(dev)
     shape = (b, cfg.latent_channels, cfg.latent_size, cfg.latent_size)
     latents = torch.randn(shape, device=dev)
@@ -140,7 +138,7 @@ def sd_step(ctx, system: str) -> dict:
         ),
         "estimated_mem_gib": est,
         "parameters": sum(p.numel() for p in unet.parameters()),
-        "precision": cfg.precision if cuda else "fp32",
+        "precision": cfg.precision,  # what mixed_precision applied, on either device
         "channels_last": bool(cuda and cfg.channels_last),
         "flash_attention": bool(cuda and cfg.flash_attention),
         "not_applied": "cuda_graphs, distributed_optimizer (see the tiny switch runs)",
