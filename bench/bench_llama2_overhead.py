@@ -53,12 +53,12 @@ def bare(plan, steps: int, clock) -> float:
     import torch
     import torch.nn.functional as F
 
-    from reference_impls.llama2_70b_lora import data
+    from reference_impls.llama2_70b_lora import checkpoint, data
     from reference_impls.llama2_70b_lora import model as M
 
     cfg = typed_config(plan)
     base = M.build_base(cfg)
-    M.load_base_weights(base, Path(plan.data_dir) / cfg.model_dir)
+    checkpoint.load_base_weights(base, Path(plan.data_dir) / cfg.model_dir)
     torch.manual_seed(plan.seed)
     model = M.apply_lora(base, cfg).train()
     params = [p for p in model.parameters() if p.requires_grad]

@@ -21,9 +21,6 @@ from transformers.models.llama import modeling_llama as ml
 
 from harness.core.errors import ConfigError
 
-# The loader lives in checkpoint.py; bench/bench_llama2_overhead.py reaches it as M.load_base_weights.
-from reference_impls.llama2_70b_lora.checkpoint import load_base_weights  # noqa: F401
-
 
 class FusedQKVAttention(ml.LlamaAttention):
     """LlamaAttention with one `qkv_proj` (out rows [q; k; v]) in place of q_proj/k_proj/v_proj."""
