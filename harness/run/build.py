@@ -23,7 +23,8 @@ from harness.resolve.runplans import Resolved
 from harness.run import launch
 
 
-def _children_cpu_s() -> float:
+def children_cpu_s() -> float:
+    """CPU seconds (user + system) of this process's finished children."""
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
 
@@ -46,12 +47,12 @@ def build(resolved: list[Resolved]) -> list[dict]:
                 plan.save(run_dir / "plan.json")
                 plans.append(plan)
                 files.append(run_dir / "plan.json")
-            t0, c0 = time.perf_counter(), _children_cpu_s()
+            t0, c0 = time.perf_counter(), children_cpu_s()
             spec = registry.spec(bench)
             rc, last = launch.get("local").run_module(
                 plans[0], resolved[idx[0]].system, spec.module, files, log_name="build.log"
             )
-            wall, cpu = time.perf_counter() - t0, _children_cpu_s() - c0
+            wall, cpu = time.perf_counter() - t0, children_cpu_s() - c0
             if rc != 0:
                 cause = last.removeprefix("error: ").strip() or f"{bench}: the build exited {rc}"
                 raise (ConfigError if rc == 2 else HarnessError)(cause)

@@ -16,7 +16,6 @@ the planner's per-rank bytes (`harness.planner.params.rank_bytes`) are within 2 
 
 from __future__ import annotations
 
-import resource
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
@@ -25,6 +24,8 @@ import yaml
 from helpers import REPO, env, mlperf_argv
 
 import benchmarks
+from harness.commands.run_show import PARTS
+from harness.run.build import children_cpu_s
 
 pytestmark = pytest.mark.slow
 
@@ -36,14 +37,7 @@ RECORD = {  # the record layouts of the shipped tuned configs
 }
 
 
-def _children_cpu_s() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
 CLI_ONLY = {("gpt3", "dgx-h100x1452")}  # built by the CLI tests below
-PARTS = ("weights", "gradients", "optimizer")
-GIB = 2**30
 
 
 def shipped() -> list[tuple[str, str, str]]:
@@ -76,7 +70,7 @@ def built(tmp_path_factory):
     groups = {}
     for key in resolved:
         groups.setdefault(key[0], []).append(key)
-    cpu0 = _children_cpu_s()
+    cpu0 = children_cpu_s()
     with ThreadPoolExecutor(2) as pool:  # one child per benchmark, two at a time
         done = dict(
             pool.map(lambda keys: (keys[0][0], rb.build([resolved[k] for k in keys])), groups.values())
@@ -89,7 +83,7 @@ def built(tmp_path_factory):
             out[key] = (plan, benchmarks.typed_config(plan), rep, lines)
             children[bench] = (rep["wall_s"], len(keys))
     # per-child CPU figures overlap when two run at once (RUSAGE_CHILDREN is per process): the total
-    print(f"\nbuild children (wall s, configs): {children}; CPU s of all: {_children_cpu_s() - cpu0:.1f}")
+    print(f"\nbuild children (wall s, configs): {children}; CPU s of all: {children_cpu_s() - cpu0:.1f}")
     return out
 
 
