@@ -1,7 +1,7 @@
 #!/bin/bash
 # Start a local Slurm cluster (munged + slurmctld + one or two slurmd) without systemd, for the
 # integration tests (tests/integration/test_slurm*.py; systems/cpu-slurm.yaml, cpu-slurm-2n.yaml).
-# Recipe and pitfalls: ../shared/notes/slurm-local.md. Needs root. Idempotent: exits 0 at once
+# Needs root. Idempotent: exits 0 at once
 # when a cluster of the requested size already answers.
 #
 #   SLURM_CI_NODES=1 (default)  one slurmd on 127.0.0.1 named after this host

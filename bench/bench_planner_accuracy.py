@@ -5,7 +5,7 @@
                                                      #     (what `mlperf plan --json` reports)
 
 Rows: the 88 published MLPerf Training v3.0-v4.0 results of the four benchmarks
-(../shared/fixtures/published_v3.0-v4.0, as data/published.yaml). Each row is predicted as
+(MLCommons' training_results_v3.0, v3.1 and v4.0, as data/published.yaml). Each row is predicted as
 `mlperf plan --system-json` would (best layout at its batch, under its recognised stack) from
 constants fitted WITHOUT it:
   leave one system out     all rows of the same system (submitter + system name, every round)
@@ -114,7 +114,7 @@ def main(argv=None) -> int:
     if args.write:
         doc = {
             "source": "python bench/bench_planner_accuracy.py --write; rows: data/published.yaml "
-            "(../shared/fixtures/published_v3.0-v4.0, MLPerf Training v3.0-v4.0)",
+            "(the published MLPerf Training v3.0-v4.0 results)",
             "rows": len(rows),
             "held_out": summary,
             "baseline_power_law_leave_one_system_out": summary_base,

@@ -3,7 +3,8 @@ print both times, the ratios and every score that differs.
 
     python bench/bench_score.py [ROOT ...] [--repeat N]
 
-ROOT (default ../shared/fixtures/rounds: published folders of v4.1, v5.0 and v5.1) is any folder
+ROOT (default: rounds/ of tests/data/fixtures.tar.xz, published folders of v4.1, v5.0 and v5.1,
+unpacked into a temporary folder) is any folder
 holding submitter folders (<Org>/systems + <Org>/results), e.g. a clone of MLCommons'
 training_results_v5.0. Each <Org> is summarized by `python -m mlperf_logging.result_summarizer
 <Org> training <ruleset> --csv` on a temporary copy (the summarizer rewrites scaling.json), with
@@ -30,7 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-DEFAULT_TREE = ROOT.parent / "shared" / "fixtures" / "rounds"
+sys.path.insert(0, str(ROOT / "tests"))
 
 
 def timed(cmd, cwd=None):
@@ -123,10 +124,14 @@ def differences(off: dict, mine: dict) -> list:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("roots", nargs="*", default=[str(DEFAULT_TREE)])
+    ap.add_argument("roots", nargs="*", help="default: the published folders shipped in tests/data")
     ap.add_argument("--repeat", type=int, default=3, help="runs of ours (the official tool runs once)")
     args = ap.parse_args()
     status = 0
+    if not args.roots:
+        from fixtures import fixture_path
+
+        args.roots = [str(fixture_path("rounds"))]
     for root in args.roots:
         tree = Path(root).resolve()
         n_files = sum(1 for p in tree.rglob("result_*.txt") if "power" not in p.parts)

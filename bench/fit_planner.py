@@ -2,8 +2,9 @@
 
     python bench/fit_planner.py                     # fit on every published row, print (in-sample)
     python bench/fit_planner.py --write             # ... and store them in data/efficiency.yaml
-    python bench/fit_planner.py --import-fixture ../shared/fixtures/published_v3.0-v4.0
-                                                    # regenerate data/published.yaml from the fixture
+    python bench/fit_planner.py --import-fixture DIR  # regenerate data/published.yaml from DIR:
+                                                    # scores.csv + systems/ of the published
+                                                    # v3.0-v4.0 results (see fitting.import_fixture)
     python bench/fit_planner.py --harness RUN_DIR... [--write]
                                                     # the mlperf-harness CPU constants from our runs
 

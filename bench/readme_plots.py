@@ -3,8 +3,8 @@
     python bench/readme_plots.py [OUT_DIR]      (default docs/)
 
 The database is what `mlperf results ingest` writes for the published v4.1, v5.0 and v5.1 folders
-of tests/data/published_rounds.tar.xz, plus the official scores of the 88 published v3.0-v4.0
-results of ../shared/fixtures/published_v3.0-v4.0/scores.csv (whose logs are not shipped: rows
+(rounds/ of tests/data/fixtures.tar.xz), plus the official scores of the 88 published v3.0-v4.0
+results (published_v3.0-v4.0/scores.csv of the same archive; their logs are not shipped: rows
 with the summarizer's score, system and accelerator). With whole rounds ingested
 (`mlperf results ingest training_results_vX.Y --round vX.Y`), `mlperf results compare -b
 llama2_70b_lora --plot p.png` draws the same figure from them.
@@ -21,21 +21,22 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
-SCORES = ROOT.parent / "shared" / "fixtures" / "published_v3.0-v4.0" / "scores.csv"
 
 
 def database() -> pd.DataFrame:
-    from review_data import extract_rounds
+    from fixtures import fixture_path
 
     from harness.review.results.ingest import RESULT_COLUMNS, ingest, load
 
     with tempfile.TemporaryDirectory() as tmp:
-        rounds = extract_rounds(Path(tmp))
+        rounds = fixture_path("rounds")
         db = Path(tmp) / "db"
         for r in ("v4.1", "v5.0", "v5.1"):
             ingest(str(rounds / r), r, str(db))
         df = load(str(db))
-    old = pd.read_csv(SCORES).drop(columns=["submitter"])  # the JSON's name; the folder's is kept
+    old = pd.read_csv(fixture_path("published_v3.0-v4.0/scores.csv")).drop(
+        columns=["submitter"]
+    )  # the JSON's name; the folder's is kept
     old = old.rename(
         columns={
             "submitter_folder": "submitter",

@@ -3,15 +3,29 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from fixtures import new_root
 
 REPO = Path(__file__).resolve().parent.parent
-FIXTURES = REPO.parent / "shared" / "fixtures"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def pytest_configure(config):
+    # the run's folder for tests/data/fixtures.tar.xz (tests/fixtures.py); xdist workers are started
+    # after this and inherit it through the environment, so only the controller (or -n 0) makes it
+    if not hasattr(config, "workerinput"):
+        config._fixture_root = new_root()
+
+
+def pytest_unconfigure(config):
+    root = getattr(config, "_fixture_root", None)
+    if root is not None:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def run_mlperf(*args: str, cwd: Path | None = None, timeout: float = 900, env: dict | None = None):
@@ -30,13 +44,6 @@ def run_mlperf(*args: str, cwd: Path | None = None, timeout: float = 900, env: d
 @pytest.fixture
 def mlperf():
     return run_mlperf
-
-
-@pytest.fixture(scope="session")
-def fixtures_dir() -> Path:
-    if not FIXTURES.exists():
-        pytest.skip(f"shared fixtures not found at {FIXTURES}")
-    return FIXTURES
 
 
 def has_cuda() -> bool:

@@ -1,22 +1,14 @@
-"""Published result folders for the review tests (tests/data/published_rounds.md)."""
+"""Helpers over the published result folders of the review tests (`fixture_path("rounds")`,
+tests/data/fixtures.md)."""
 
 from __future__ import annotations
 
 import csv
 import hashlib
 import shutil
-import tarfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-ROUNDS_TAR = REPO / "tests" / "data" / "published_rounds.tar.xz"
-
-
-def extract_rounds(dest: Path) -> Path:
-    """Unpack the published folders into dest; returns dest/rounds."""
-    with tarfile.open(ROUNDS_TAR) as t:
-        t.extractall(dest, filter="data")
-    return dest / "rounds"
 
 
 def expected(rounds: Path) -> dict:

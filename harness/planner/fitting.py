@@ -310,8 +310,10 @@ def fitted_on(rows: Sequence[C.Published], k: dict) -> dict[str, list[str]]:
 
 
 def import_fixture(root) -> list[dict]:
-    """data/published.yaml rows from ../shared/fixtures/published_v3.0-v4.0 (scores.csv + each
-    row's system JSON), keeping the layouts of the current file's rows."""
+    """data/published.yaml rows from `root`, a folder of the published MLPerf Training v3.0-v4.0
+    results: scores.csv (one row per result folder, the official result summarizer's score, and
+    `system_json`, the path under root of that row's published system-description JSON), keeping
+    the layouts of the current file's rows."""
     import csv
     import json
     from pathlib import Path

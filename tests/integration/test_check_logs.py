@@ -1,4 +1,4 @@
-"""`mlperf check` on single logs and folders of logs: the shared fixture logs through the official
+"""`mlperf check` on single logs and folders of logs: the hand-written fixture logs through the official
 compliance checker (every broken log reported with its reason), NVIDIA's v4.0 logs pass."""
 
 from __future__ import annotations
@@ -9,19 +9,15 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from fixtures import fixture_path
 
 from harness.commands.check import check
 from harness.review.check import check_log, check_path
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
-if not FIXTURES.exists():  # running from a checkout elsewhere
-    FIXTURES = Path("/work/shared/fixtures")
-LOGS = FIXTURES / "logs"
-NVIDIA = FIXTURES / "mlperf_v4.0" / "NVIDIA"
+LOGS = fixture_path("logs")
+NVIDIA = fixture_path("mlperf_v4.0/NVIDIA")
 
-pytestmark = pytest.mark.skipif(not LOGS.exists(), reason="shared fixtures not available")
-
-# file -> (passes, a phrase the reason must contain) — from shared/fixtures/logs/README.md
+# file -> (passes, a phrase the reason must contain) — from logs/README.md in tests/data/fixtures.tar.xz
 EXPECTED = {
     "closed_gpt3.txt": (True, None),
     "closed_gpt3_minimal.txt": (True, None),
@@ -94,7 +90,6 @@ def test_cli_single_passing_log_exits_0():
     assert "all checks passed" in r.stdout
 
 
-@pytest.mark.skipif(not NVIDIA.exists(), reason="NVIDIA fixtures not available")
 def test_nvidia_llama2_logs_pass():
     rep = check_path(NVIDIA / "results" / "h200_ngc24.04_nemo" / "llama2_70b_lora" / "result_0.txt")
     assert rep.passed, [f.one_line() for f in rep.all_findings()]

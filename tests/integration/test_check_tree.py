@@ -11,15 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from fixtures import fixture_path
 
 from harness.review.check import check_path
 
 REPO = Path(__file__).resolve().parents[2]
-FIXTURES = REPO.parent / "shared" / "fixtures"
-if not FIXTURES.exists():
-    FIXTURES = Path("/work/shared/fixtures")
-V40, LOGS = FIXTURES / "mlperf_v4.0", FIXTURES / "logs"
-pytestmark = pytest.mark.skipif(not V40.exists(), reason="shared fixtures not available")
+V40, LOGS = fixture_path("mlperf_v4.0"), fixture_path("logs")
 
 SYSTEM = {
     k: ""

@@ -1,6 +1,6 @@
 """`results score` on published v4.1-v5.1 folders, against the official result summarizer.
 
-- every published folder of tests/data/published_rounds.tar.xz (11 folders, 9 benchmarks,
+- every published folder of rounds/ in tests/data/fixtures.tar.xz (11 folders, 9 benchmarks,
   rulesets 4.1.0-5.1.0, power logs) scores as expected_scores.csv (the official tool's figures);
 - the official summarizer, run here on small copies (3 runs a folder: it takes ~1 s a log) of
   ssd, retinanet, dlrm_dcnv2, llama31_8b, rgat and llama2_70b_lora (one with power logs, one
@@ -23,7 +23,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from review_data import REPO, digest, expected, extract_rounds, key, small_copy
+from fixtures import fixture_path
+from review_data import REPO, digest, expected, key, small_copy
 
 from harness.review.results.score import score_tree
 
@@ -45,8 +46,8 @@ SMALL = [
 
 
 @pytest.fixture(scope="module")
-def rounds(tmp_path_factory):
-    return extract_rounds(tmp_path_factory.mktemp("published"))
+def rounds():
+    return fixture_path("rounds")
 
 
 def test_every_published_folder_scores_as_the_official_tool(rounds):

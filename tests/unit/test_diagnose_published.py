@@ -7,7 +7,7 @@ import json
 import shutil
 
 import pytest
-from review_data import extract_rounds
+from fixtures import fixture_path
 from test_results_score import REPO
 
 from harness.review.diagnose import diagnose
@@ -19,7 +19,7 @@ LENOVO = "v5.0/Lenovo/results/SR780aV3-8xB200_SXM_180GB/llama2_70b_lora"
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     base = tmp_path_factory.mktemp("diag")
-    rounds = extract_rounds(base)
+    rounds = fixture_path("rounds")
     ingest(str(rounds / "v5.0"), "v5.0", str(base / "db"), check=False)
     # the same run, four times slower after run_start, in its own submission tree (same system)
     slow = base / "tree" / "Slow" / "results" / "SR780aV3-8xB200_SXM_180GB" / "llama2_70b_lora"

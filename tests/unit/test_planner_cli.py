@@ -4,7 +4,6 @@ errors for bad input, `best_config` for the runner, and no torch anywhere on the
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from fixtures import fixture_path
 
 from harness import planner
 from harness.commands.plan import plan as plan_cmd
@@ -20,12 +20,7 @@ from harness.planner import calibration as C
 from harness.resolve import systems
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURE_SYSTEMS = (
-    Path(os.environ.get("MLPERF_FIXTURES", ROOT.parent / "shared" / "fixtures"))
-    / "mlperf_v4.0"
-    / "NVIDIA"
-    / "systems"
-)
+FIXTURE_SYSTEMS = fixture_path("mlperf_v4.0/NVIDIA/systems")
 
 
 def run(*args):
@@ -62,7 +57,6 @@ def test_table_output_lists_layouts():
     assert "predicted" in res.output and "TP" in res.output and "config overrides:" in res.output
 
 
-@pytest.mark.skipif(not FIXTURE_SYSTEMS.exists(), reason="shared fixtures not present")
 @pytest.mark.parametrize(
     "name,bench",
     [

@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
+from fixtures import fixture_path
 
 from harness.core.errors import ConfigError
 from harness.review.results.compare import compare
 from harness.review.results.ingest import ingest, load
 
-V40 = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "mlperf_v4.0"
-if not V40.exists():
-    V40 = Path("/work/shared/fixtures/mlperf_v4.0")
-needs_v40 = pytest.mark.skipif(not V40.exists(), reason="v4.0 fixtures not available")
+V40 = fixture_path("mlperf_v4.0")
 
 
-@needs_v40
 def test_ingest_replaces_a_round_atomically(tmp_path):
     db = tmp_path / "db"
     a = ingest(str(V40), "v4.0", str(db), check=False)
@@ -33,7 +29,6 @@ def test_ingest_replaces_a_round_atomically(tmp_path):
         load(str(db), ["v3.1"])
 
 
-@needs_v40
 def test_compare_and_plot(tmp_path):
     db = tmp_path / "db"
     ingest(str(V40), "v4.0", str(db), check=False)
@@ -61,10 +56,8 @@ def test_compare_and_plot(tmp_path):
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory):
-    from review_data import extract_rounds
-
     base = tmp_path_factory.mktemp("db")
-    rounds = extract_rounds(base)
+    rounds = fixture_path("rounds")
     for r in ("v4.1", "v5.0", "v5.1"):
         info = ingest(str(rounds / r), r, str(base / "db"), check=False)
         assert info["ruleset"] == r[1:] + ".0"

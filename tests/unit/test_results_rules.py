@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from review_data import extract_rounds
+from fixtures import fixture_path
 
 from harness.core.errors import ConfigError
 from harness.review import rules
@@ -76,7 +76,7 @@ def test_unknown_names_are_one_clear_line():
 
 @pytest.fixture(scope="module")
 def logs(tmp_path_factory):
-    rounds = extract_rounds(tmp_path_factory.mktemp("pub"))
+    rounds = fixture_path("rounds")
     lam = next(rounds.glob("v4.1/Lambda/results/*/llama2_70b_lora"))
     good = next(rounds.glob("v5.1/University-of-Florida/results/*/dlrm_dcnv2")) / "result_0.txt"
     bad = tmp_path_factory.mktemp("bad")

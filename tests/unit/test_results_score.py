@@ -11,15 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from fixtures import fixture_path
 
 from harness.review.results.parse import read_run, time_to_train_min
 from harness.review.results.score import olympic_mean, score_result_dir, score_tree
 
 REPO = Path(__file__).resolve().parents[2]
-V40 = REPO.parent / "shared" / "fixtures" / "mlperf_v4.0"
-if not V40.exists():
-    V40 = Path("/work/shared/fixtures/mlperf_v4.0")
-LOGS = V40.parent / "logs"
+V40, LOGS = fixture_path("mlperf_v4.0"), fixture_path("logs")
 
 
 def line(t, key, value=None, **md):
@@ -69,10 +67,7 @@ def test_olympic_mean_rejects_two_non_converged_or_too_few():
 
 # --- published scores -------------------------------------------------------------------------
 
-needs_v40 = pytest.mark.skipif(not V40.exists(), reason="v4.0 fixtures not available")
 
-
-@needs_v40
 def test_five_published_scores_reproduced():
     expected = {
         (r["system_folder"], r["benchmark"]): r for r in csv.DictReader(open(V40 / "expected_scores.csv"))
@@ -93,7 +88,6 @@ def test_five_published_scores_reproduced():
         assert r["problems"] == []
 
 
-@needs_v40
 def test_stable_diffusion_time_ignores_evals_after_run_stop():
     f = V40 / "NVIDIA/results/h200_ngc24.04_nemo/stable_diffusion/result_0.txt"
     run = read_run(f)
@@ -216,7 +210,6 @@ def test_cli_score_bad_inputs_no_traceback(tmp_path):
     assert p.returncode == 2 and p.stderr.startswith("error:")
 
 
-@pytest.mark.skipif(not LOGS.exists(), reason="fixture logs not available")
 def test_differential_against_official_summarizer(tmp_path):
     """Prefixed lines, job noise, unsorted run times: same score as mlperf-logging's summarizer."""
     src = (LOGS / "closed_gnn.txt").read_text().splitlines()
@@ -255,7 +248,6 @@ def test_differential_against_official_summarizer(tmp_path):
     assert score_result_dir(d, ruleset="4.0.0")["score_min"] == pytest.approx(official, abs=1e-9)
 
 
-@pytest.mark.skipif(not LOGS.exists(), reason="fixture logs not available")
 def test_failing_logs_are_dropped_like_the_summarizer_unless_no_check(tmp_path):
     d = tmp_path / "Org" / "results" / "s" / "gnn"
     d.mkdir(parents=True)

@@ -186,7 +186,10 @@ def explain(msg: str, severity: str, scan: Scan, file: str) -> Finding:
         text = f"required {m['req']} '{key}', found {found}" + (f" {rest}" if rest else "")
         if found == 0:
             fix = _KEY_FIX.get(key) if key in ("run_stop", "harness_size") else None
-            fix = fix or f"log '{key}' (see shared/notes/mlperf-rules.md §6 for where it goes)"
+            fix = fix or (
+                f"log '{key}' (where it goes: the order of harness/core/mllog.py, or the official "
+                "rules, mlperf_logging/compliance_checker/training_<ruleset>/*.yaml)"
+            )
             line = None
         else:
             fix = _KEY_FIX.get(key, f"log '{key}' once, from rank 0 only")
