@@ -8,9 +8,19 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import REPO, assert_resumed_curve_matches, env, killed_and_resumed, make_plan, mlperf_argv
+from helpers import (
+    REPO,
+    assert_resumed_curve_matches,
+    env,
+    killed_and_resumed,
+    make_plan,
+    mlperf_argv,
+    official_check,
+    once_per_run,
+    one_run_args,
+    run_entry,
+)
 from helpers import events as mllog_events
-from helpers import official_check, once_per_run, one_run_args, run_entry
 
 from harness.core.runfolder import read_timings
 from harness.core.runplan import RunPlan
