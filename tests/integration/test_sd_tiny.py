@@ -136,7 +136,8 @@ def test_killed_run_resumes_on_the_uninterrupted_curve(plan, tmp_path, tmp_path_
     past = [i for i, ev in enumerate(lines) if _samples(ev) > RESUMED_CAP]
     prefix.write_text("\n".join(lines[: past[0]]) + "\n")
     # Same seed, same CPU, one thread: the resumed run retraces the uninterrupted one bit for bit
-    # (measured: equal to the last digit); the tolerance only absorbs printing.
+    # (measured: equal to the last digit), so the tolerance is tight: a resume that does not restore
+    # AdamW's state moved FID at 9,600 images by only 0.4 % (546.75 -> 544.45).
     assert assert_resumed_curve_matches(run, prefix, rel=1e-9) == 2  # FID and CLIP at 9,600 images
     rows = read_timings(run / "timings.jsonl")
     assert [row["step"] for row in rows] == list(range(1, RESUMED_CAP // 32 + 1))
