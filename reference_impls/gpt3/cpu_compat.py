@@ -9,7 +9,7 @@ runs megatron-core untouched.
     from reference_impls.gpt3 import cpu_compat
     cpu_compat.enable()          # before building the model; idempotent
 
-The patches, each answering a failure of ../shared/notes/cpu-stack.md:
+The patches, each answering a failure megatron-core meets on a CPU-only torch:
   1  torch.cuda.current_device -> "cpu"         (used as a device argument when tensors are made)
   2  torch.cuda.synchronize -> no-op
   3  torch.cuda.get_rng_state -> the CPU state    (callers that save the CUDA RNG state)
