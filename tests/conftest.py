@@ -55,7 +55,32 @@ def has_cuda() -> bool:
         return False
 
 
+# The modules with the longest tests, longest first. xdist hands tests out in collection order, so
+# starting these first keeps both workers busy to the end instead of one long test running alone
+# at the tail (ordering only: every test still runs; measured with `--durations=15`).
+LONGEST_FIRST = (
+    "test_run_gpt3_cli.py",
+    "test_planner_calibration.py",
+    "test_gpt3_tp2.py",
+    "test_sd_tiny.py",
+    "test_slurm_2n.py",
+    "test_gpt3_resume.py",
+    "test_gpt3_bf16.py",
+    "test_llama2_tiny.py",
+    "test_lr_find.py",
+    "test_gnn_tiny.py",
+)
+
+
+def _order(item) -> tuple[int, int]:
+    name = item.path.name
+    if name in LONGEST_FIRST:
+        return (0, LONGEST_FIRST.index(name))
+    return (1 if "slow" in item.keywords else 2, 0)
+
+
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=_order)  # stable: the order inside a module is kept
     if has_cuda():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")

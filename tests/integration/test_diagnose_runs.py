@@ -10,7 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from harness.review.diagnose import diagnose
+
+pytestmark = pytest.mark.slow  # trains or starts rank processes: not in the -m 'not slow' loop
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -25,6 +25,8 @@ from helpers import events as mllog_events
 from harness.core.runfolder import read_timings
 from harness.core.runplan import RunPlan
 
+pytestmark = pytest.mark.slow  # trains or starts rank processes: not in the -m 'not slow' loop
+
 TARGET = 0.72
 SEED = 11  # the plain run and the killed/resumed one
 

@@ -8,7 +8,10 @@ import json
 import subprocess
 import sys
 
+import pytest
 from gpt3_helpers import REPO, env
+
+pytestmark = pytest.mark.slow  # trains or starts rank processes: not in the -m 'not slow' loop
 
 
 def test_saved_checkpoint_holds_master_weights_and_moments_and_reshards(tmp_path):

@@ -8,6 +8,8 @@ import json
 import pytest
 from gpt3_helpers import make_plan, prepared_data_dir, train
 
+pytestmark = pytest.mark.slow  # trains or starts rank processes: not in the -m 'not slow' loop
+
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):

@@ -10,6 +10,8 @@ import sys
 import pytest
 from gpt3_helpers import REPO, env, prepared_data_dir
 
+pytestmark = pytest.mark.slow  # trains or starts rank processes: not in the -m 'not slow' loop
+
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):

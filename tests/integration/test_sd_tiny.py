@@ -31,6 +31,8 @@ import benchmarks
 from harness.core.runfolder import read_timings
 from reference_impls.stable_diffusion import manifest, model, prepare, train
 
+pytestmark = pytest.mark.slow  # trains or starts rank processes: not in the -m 'not slow' loop
+
 SEED = 1
 # The resumed run stops at the tiny config's first scored checkpoint (eval_start_images 9,600): the
 # kill comes at the first checkpoint (3,200 images), so one scoring follows the resume point.

@@ -25,7 +25,7 @@ from gpt3_helpers import prepared_data_dir
 from helpers import events
 from slurm_helpers import processes_mentioning
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -27,7 +27,7 @@ import slurm_helpers
 from gpt3_helpers import REPO, env, events, official_check, prepared_data_dir
 from helpers import mlperf_argv
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 MARK = "# slurm-ci"
 
 

@@ -27,6 +27,8 @@ from bench.gpu.layers import GPT3_TOY, TorchGptLayer  # noqa: E402
 from bench.gpu.report import Report  # noqa: E402
 from bench.gpu.runs import GPU_ALSO, on_value  # noqa: E402
 
+pytestmark = pytest.mark.slow  # trains or starts rank processes: not in the -m 'not slow' loop
+
 
 def _script(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")

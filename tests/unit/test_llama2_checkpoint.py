@@ -17,6 +17,8 @@ from safetensors import safe_open
 
 from benchmarks.llama2_70b_lora.config import Llama2LoraConfig
 
+pytestmark = pytest.mark.slow  # trains or starts rank processes: not in the -m 'not slow' loop
+
 REPO = Path(__file__).resolve().parents[2]
 # Widths chosen so every sharded dim splits unevenly over 2 ranks somewhere (qkv rows 96 + 2 x 48
 # = 192 even; vocab 67 and FFN 86 odd): the box arithmetic must match FSDP2's torch.chunk shards.
