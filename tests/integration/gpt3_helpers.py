@@ -18,16 +18,16 @@ def make_plan(tmp_path: Path, data_dir: Path, seed: int, nproc: int | None = Non
 
 
 def prepared_data_dir(tmp_path_factory, sets=()) -> Path:
-    """Prepare once per session per model shape (shared by every gpt3 test module; ~10 s)."""
+    """Prepared once per pytest run per model shape, whichever xdist worker asks first (shared by
+    every gpt3 test module; ~10 s)."""
     name = "gpt3-tiny-data" + "".join(f"-{s.replace('=', '')}" for s in sets)
-    data_dir = tmp_path_factory.getbasetemp() / name
-    plan = make_plan(tmp_path_factory.getbasetemp() / f"{name}-prepare", data_dir, seed=0, sets=sets)
-    from reference_impls.gpt3 import manifest
 
-    if not manifest.is_prepared(plan):
+    def make(data_dir: Path):
+        plan = make_plan(data_dir.parent / f"{name}-prepare", data_dir, seed=0, sets=sets)
         r = helpers.run_entry("reference_impls.gpt3", plan, env=env(), task="prepare")
         assert r.returncode == 0, r.stderr[-3000:]
-    return data_dir
+
+    return helpers.once_per_run(tmp_path_factory, name, make)
 
 
 # The switches of NVIDIA's record layouts that a CPU runs (benchmarks/gpt3/configs/dgx-h100x64.yaml),
@@ -35,20 +35,50 @@ def prepared_data_dir(tmp_path_factory, sets=()) -> Path:
 RECORD_SETS = ("tensor_model_parallel_size=2", "sequence_parallel=true", "distributed_optimizer=true")
 
 
-def record_layout_run(tmp_path_factory, data_dir: Path) -> dict:
-    """`mlperf run gpt3 ... RECORD_SETS` to the target, seed 3, once per session (the layout test
-    checks it; the resume test compares its interrupted run with it). Returns the CLI's JSON."""
-    root = tmp_path_factory.getbasetemp() / "gpt3-record-layout"
-    done = root / "run.json"
-    extra = ["--nproc-per-node", "2", *(a for s in RECORD_SETS for a in ("--set", s))]
-    if not done.exists():
+def cli_run(tmp_path_factory, name: str, data_dir: Path, seed: int, *extra: str) -> dict:
+    """`mlperf run gpt3 --system cpu-local EXTRA --runs 1 --seed SEED --json` to the target, once
+    per pytest run (helpers.once_per_run): the uninterrupted runs that several tests compare
+    with. Returns the CLI's JSON."""
+
+    def make(root: Path):
         r = subprocess.run(
-            helpers.mlperf_argv(*helpers.one_run_args("gpt3", root / "results", data_dir, 3, *extra)),
+            helpers.mlperf_argv(*helpers.one_run_args("gpt3", root / "results", data_dir, seed, *extra)),
             cwd=REPO, env=env(), capture_output=True, text=True, timeout=900,
         )  # fmt: skip
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-        done.write_text(r.stdout)
-    return json.loads(done.read_text())
+        (root / "run.json").write_text(r.stdout)
+
+    return json.loads((helpers.once_per_run(tmp_path_factory, name, make) / "run.json").read_text())
+
+
+def _sets(sets) -> list[str]:
+    return [a for s in sets for a in ("--set", s)]
+
+
+def record_layout_run(tmp_path_factory, data_dir: Path) -> dict:
+    """`mlperf run gpt3 ... RECORD_SETS` to the target, seed 3 (the layout test checks it; the bf16
+    tests compare with its fp32 curve)."""
+    return cli_run(
+        tmp_path_factory, "gpt3-record-layout", data_dir, 3, "--nproc-per-node", "2", *_sets(RECORD_SETS)
+    )
+
+
+# The distributed optimizer sharded over DP=2 (2 ranks, MBS 8: GBS 16 = DP 2 x MBS 8 x GA 1), with
+# the grad reduce-scatter and the param all-gather overlapped: the resume test kills and resumes
+# this command, and the layout test compares it with the plain TP=2 curve.
+DP2_SETS = (
+    "distributed_optimizer=true",
+    "overlap_grad_reduce=true",
+    "overlap_param_gather=true",
+    "micro_batch_size=8",
+)
+
+
+def dp2_distopt_run(tmp_path_factory, data_dir: Path) -> dict:
+    """`mlperf run gpt3 --nproc-per-node 2 ... DP2_SETS --seed 3` to the target, uninterrupted."""
+    return cli_run(
+        tmp_path_factory, "gpt3-dp2-distopt", data_dir, 3, "--nproc-per-node", "2", *_sets(DP2_SETS)
+    )
 
 
 def eval_curve(log_path) -> dict[int, float]:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from gpt3_helpers import (
+    dp2_distopt_run,
     env,
     eval_curve,
     events,
@@ -28,7 +29,11 @@ from gpt3_helpers import (
     record_layout_run,
     train,
 )
-from helpers import REPO, mlperf_argv
+from helpers import REPO, mlperf_argv, once_per_run
+
+from harness.core.runplan import RunPlan
+
+pytestmark = pytest.mark.slow  # trains or starts rank processes: not in the -m 'not slow' loop
 
 LAYOUT_RTOL = 1e-5
 
@@ -40,12 +45,17 @@ def data_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def plain_tp2(tmp_path_factory, data_dir):
-    plan = make_plan(
-        tmp_path_factory.mktemp("tp2"), data_dir, seed=3, nproc=2, sets=["tensor_model_parallel_size=2"]
-    )
+    """Plain TP=2 to the target, once per pytest run (a module fixture is made once per xdist
+    worker that runs one of the module's tests)."""
+
+    def make(folder):
+        plan = make_plan(folder, data_dir, seed=3, nproc=2, sets=["tensor_model_parallel_size=2"])
+        r = train(plan, nproc=2)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+
+    folder = once_per_run(tmp_path_factory, "gpt3-plain-tp2", make)
+    plan = RunPlan.load(next((folder / "results").glob("runs/gpt3/cpu-local/*/plan.json")))
     assert (plan.layout.tp, plan.layout.dp, plan.layout.world_size) == (2, 1, 2)
-    r = train(plan, nproc=2)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     return plan
 
 
@@ -77,6 +87,21 @@ def test_record_switches_at_tp2_reach_target_pass_check_and_match_plain(
     assert '"sequence_parallel": true' in plan and '"distributed_optimizer": true' in plan
     c = subprocess.run(mlperf_argv("check", run["log"]), cwd=REPO, env=env(), capture_output=True, text=True)
     assert c.returncode == 0, c.stdout + c.stderr
+    assert_same_curve(run["log"], plain_tp2.log_path)
+
+
+def test_distributed_optimizer_sharded_over_dp2_with_overlap_matches_plain(
+    tmp_path_factory, data_dir, plain_tp2
+):
+    """DP=2 x MBS 8 with the distributed optimizer (each rank owns half of the master weights and
+    Adam moments), overlapped grad reduce-scatter and param all-gather: the run the resume test
+    kills and resumes, uninterrupted, equals the plain curve to LAYOUT_RTOL."""
+    (run,) = dp2_distopt_run(tmp_path_factory, data_dir)["runs"]
+    assert run["status"] == "success"
+    plan = RunPlan.load(Path(run["run_dir"]) / "plan.json")
+    assert (plan.layout.dp, plan.layout.tp, plan.layout.micro_batch_size) == (2, 1, 8)
+    assert plan.config["distributed_optimizer"] and plan.config["overlap_param_gather"]
+    assert plan.config["overlap_grad_reduce"]
     assert_same_curve(run["log"], plain_tp2.log_path)
 
 
