@@ -197,6 +197,22 @@ def once_per_run(tmp_path_factory, name: str, make) -> Path:
     return folder
 
 
+def uninterrupted_run(
+    tmp_path_factory, name: str, benchmark: str, data_dir: Path, seed: int, *extra: str
+) -> dict:
+    """`mlperf run BENCHMARK --system cpu-local EXTRA --runs 1 --seed SEED --json`, which must exit 0,
+    made once per pytest run (once_per_run `name`): the uninterrupted run that the resume and layout
+    tests compare with. Returns the CLI's JSON (its one run: `["runs"][0]`)."""
+
+    def make(folder: Path):
+        argv = mlperf_argv(*one_run_args(benchmark, folder / "results", data_dir, seed, *extra))
+        r = subprocess.run(argv, cwd=REPO, env=env(), capture_output=True, text=True, timeout=900)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+        (folder / "run.json").write_text(r.stdout)
+
+    return json.loads((once_per_run(tmp_path_factory, name, make) / "run.json").read_text())
+
+
 def eval_points(log_path, after_key: str | None = None) -> dict[str, float]:
     """eval_accuracy values of a log keyed by their metadata (epoch_num / samples_count, metric),
     in log order; with `after_key`, only those logged after the first `after_key` event."""

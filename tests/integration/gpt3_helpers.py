@@ -4,7 +4,6 @@ from the harness's own planner, and the official checker with the tiny rules (te
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import helpers
@@ -37,18 +36,8 @@ RECORD_SETS = ("tensor_model_parallel_size=2", "sequence_parallel=true", "distri
 
 def cli_run(tmp_path_factory, name: str, data_dir: Path, seed: int, *extra: str) -> dict:
     """`mlperf run gpt3 --system cpu-local EXTRA --runs 1 --seed SEED --json` to the target, once
-    per pytest run (helpers.once_per_run): the uninterrupted runs that several tests compare
-    with. Returns the CLI's JSON."""
-
-    def make(root: Path):
-        r = subprocess.run(
-            helpers.mlperf_argv(*helpers.one_run_args("gpt3", root / "results", data_dir, seed, *extra)),
-            cwd=REPO, env=env(), capture_output=True, text=True, timeout=900,
-        )  # fmt: skip
-        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-        (root / "run.json").write_text(r.stdout)
-
-    return json.loads((helpers.once_per_run(tmp_path_factory, name, make) / "run.json").read_text())
+    per pytest run (helpers.uninterrupted_run). Returns the CLI's JSON."""
+    return helpers.uninterrupted_run(tmp_path_factory, name, "gpt3", data_dir, seed, *extra)
 
 
 def _sets(sets) -> list[str]:
@@ -94,7 +83,6 @@ def check_tiny_run(run_dir: Path) -> None:
     """What a successful tiny gpt3 run's folder must hold: the prologue before run_start, evals at
     every `eval_interval` steps down to the target, one block per eval, a log that passes the
     official checker, and one timings row per step (loss at the eval points)."""
-    import json
 
     from harness.core.runplan import RunPlan
 

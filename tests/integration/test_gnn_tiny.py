@@ -3,22 +3,17 @@ one plain process reaches 0.72 and its log passes the official compliance checke
 rules; the same run killed -9 after its first checkpoint and resumed logs the same curve; two DDP
 ranks (gloo, torchrun) reach 0.72."""
 
-import json
-import subprocess
 from pathlib import Path
 
 import pytest
 from helpers import (
-    REPO,
     assert_resumed_curve_matches,
-    env,
     killed_and_resumed,
     make_plan,
-    mlperf_argv,
     official_check,
     once_per_run,
-    one_run_args,
     run_entry,
+    uninterrupted_run,
 )
 from helpers import events as mllog_events
 
@@ -39,20 +34,12 @@ def data_dir(tmp_path_factory):
     )
 
 
-def _mlperf_run(results: Path, data_dir: Path, seed: int) -> Path:
-    """`mlperf run gnn --runs 1` uninterrupted: the command killed_and_resumed starts; its run folder."""
-    argv = mlperf_argv(*one_run_args("gnn", results, data_dir, seed))
-    r = subprocess.run(argv, cwd=REPO, env=env(), capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-    return Path(json.loads(r.stdout)["runs"][0]["run_dir"])
-
-
 @pytest.fixture(scope="module")
 def plain_run(tmp_path_factory, data_dir) -> Path:
-    """One uninterrupted run of SEED, shared by the tests that check it and compare with it."""
-    folder = once_per_run(tmp_path_factory, "gnn-plain", lambda f: _mlperf_run(f, data_dir, SEED))
-    (run,) = (folder / "runs").glob("*/cpu-local/*")
-    return run
+    """One uninterrupted run of SEED (the command killed_and_resumed starts), shared by the tests
+    that check it and compare with it; its run folder."""
+    doc = uninterrupted_run(tmp_path_factory, "gnn-plain", "gnn", data_dir, SEED)
+    return Path(doc["runs"][0]["run_dir"])
 
 
 def _plan(tmp_path, data_dir, seed, nproc=None, sets=()):

@@ -16,14 +16,12 @@ import pytest
 import torch
 from helpers import (
     assert_resumed_curve_matches,
-    env,
     killed_and_resumed,
     make_plan,
-    mlperf_argv,
     official_check,
     once_per_run,
-    one_run_args,
     run_entry,
+    uninterrupted_run,
 )
 from helpers import events as mllog_events
 
@@ -53,15 +51,9 @@ def plan(tmp_path_factory):
 
 def _uninterrupted(tmp_path_factory, data_dir) -> Path:
     """The run folder of `mlperf run sd --seed 1` to the target, made once per pytest run."""
-    import subprocess
-
-    def make(folder):
-        argv = mlperf_argv(*one_run_args("sd", folder / "results", data_dir, SEED))
-        r = subprocess.run(argv, cwd=Path(__file__).parents[2], env=env(), capture_output=True, text=True)
-        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-
-    folder = once_per_run(tmp_path_factory, "sd-uninterrupted", make)
-    return next((folder / "results" / "runs").glob("*/cpu-local/*/mlperf.log")).parent
+    return Path(
+        uninterrupted_run(tmp_path_factory, "sd-uninterrupted", "sd", data_dir, SEED)["runs"][0]["run_dir"]
+    )
 
 
 def test_run_reaches_the_targets_and_the_log_passes_the_checker(plan, tmp_path_factory):
