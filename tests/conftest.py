@@ -59,14 +59,14 @@ def has_cuda() -> bool:
 # starting these first keeps both workers busy to the end instead of one long test running alone
 # at the tail (ordering only: every test still runs; measured with `--durations=15`).
 LONGEST_FIRST = (
-    "test_run_gpt3_cli.py",
-    "test_planner_calibration.py",
-    "test_gpt3_tp2.py",
+    "test_run_gpt3_cli.py",  # makes the quick start's 3 runs (the calibration reuses the first)
+    "test_gpt3_tp2.py",  # makes plain TP=2, the record layout and DP=2 (later modules reuse them)
     "test_sd_tiny.py",
     "test_slurm_2n.py",
+    "test_llama2_tiny.py",
     "test_gpt3_resume.py",
     "test_gpt3_bf16.py",
-    "test_llama2_tiny.py",
+    "test_planner_calibration.py",  # late: by then the runs it shares are made
     "test_lr_find.py",
     "test_gnn_tiny.py",
 )

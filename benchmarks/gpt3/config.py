@@ -85,7 +85,13 @@ class Gpt3Config(BenchmarkConfig):
     """Logged `eval_samples` (full: the reference's count; the validation set is the whole C4
     validation subset). Tiny: the validation sequences that `prepare` writes."""
     train_samples_cap: int = 20_000_000
-    """Stop (aborted) after this many training sequences without reaching the target."""
+    """Stop (aborted) after this many training sequences without reaching the target. It also sizes
+    the shuffled training draw (megatron's GPTDataset samples this many sequences), so a different
+    cap is a different data order: to stop a run early on the same data, use max_steps."""
+    max_steps: int | None = Field(None, ge=1)
+    """Stop (aborted) after this many steps, at most train_samples_cap // GBS (the default), the
+    data order unchanged: a short run that retraces the first steps of the full one (the resume
+    tests stop their resumed run here)."""
     checkpoint_interval_steps: int = Field(1000, ge=0)
     """Resumable checkpoint (`mlperf run --resume`) at the first eval boundary after every N steps;
     0 = never. Full: 1000 as submitters do; tiny: a few seconds' worth."""

@@ -234,7 +234,7 @@ def run(rt) -> bool:
 
     seq, gbs = cfg.max_sequence_length, cfg.global_batch_size
     every = cfg.eval_interval_steps
-    max_steps = cfg.train_samples_cap // gbs
+    max_steps = min(cfg.max_steps or cfg.train_samples_cap // gbs, cfg.train_samples_cap // gbs)
     reached = False
     step = resumed["step"] if resumed else 0
     stopping = False  # agreed by all ranks (rt.should_stop), so no rank is left in a collective

@@ -40,6 +40,27 @@ def cli_run(tmp_path_factory, name: str, data_dir: Path, seed: int, *extra: str)
     return helpers.uninterrupted_run(tmp_path_factory, name, "gpt3", data_dir, seed, *extra)
 
 
+def quickstart_run(tmp_path_factory) -> dict:
+    """The README's quick start, `mlperf run gpt3 --system cpu-local --seed 3 --json` (3 runs, seeds
+    3, 4, 5) on an empty data dir that it prepares first, once per pytest run: the quick-start test
+    checks it, and the planner's calibration calibrates on its first run (seed 3, one process)."""
+    data = helpers.session_root(tmp_path_factory) / "gpt3-quickstart-data"
+    args = ("run", "gpt3", "--system", "cpu-local", "--seed", "3", "--results-dir", "RESULTS")
+    return helpers.shared_cli_run(
+        tmp_path_factory, "gpt3-quickstart", *args, "--data-dir", str(data), "--json"
+    )
+
+
+# Plain TP=2 on 2 ranks, seed 3: the layouts' reference (test_gpt3_tp2) and the calibration's
+# unseen 2-process run (test_planner_calibration).
+PLAIN_TP2 = ("--nproc-per-node", "2", "--set", "tensor_model_parallel_size=2")
+
+
+def plain_tp2_run(tmp_path_factory, data_dir: Path) -> dict:
+    """`mlperf run gpt3 --nproc-per-node 2 --set tensor_model_parallel_size=2 --seed 3` to the target."""
+    return cli_run(tmp_path_factory, "gpt3-plain-tp2", data_dir, 3, *PLAIN_TP2)
+
+
 def _sets(sets) -> list[str]:
     return [a for s in sets for a in ("--set", s)]
 

@@ -1,6 +1,6 @@
 """Tiny GPT-3, 2 ranks under torchrun: kill -9 of the whole `mlperf run` mid-training, then
-`mlperf run gpt3 --resume RUN_DIR`: target reached, log valid (official checker, tiny rules),
-interruption on the record, and no step's data seen twice beyond what the resume point implies.
+`mlperf run gpt3 --resume RUN_DIR`: the resumed curve equals the uninterrupted run's, the
+interruption is on the record, and no step's data is seen twice beyond what the resume point implies.
 
 The kill -9 run shards megatron's distributed optimizer over DP=2 with the grad reduce-scatter and
 param all-gather overlapped (gpt3_helpers.DP2_SETS), so its checkpoint is dist_checkpointing's
@@ -9,7 +9,12 @@ must equal the uninterrupted run's (gpt3_helpers.dp2_distopt_run, the same comma
 every eval after the resume point, to RESUME_RTOL. Both are the same arithmetic in the same order
 on the same layout, so they agree bit for bit when the state is complete (measured: equal to the
 last digit); 1e-5 is the issue's bound for fp32. A resume that restarts Adam (moments or step
-lost) moves the next eval by ~1e-3."""
+lost) moves the next eval by ~1e-3.
+
+The killed run stops at RESUMED_STEPS (`max_steps`: the loop ends, the data order stays), so the
+resume covers the 3 evals after the checkpoint instead of the 10 to the target: the first eval
+after a resume is where a lost state shows (above), and the whole-curve-to-target continuation is
+the 2-node test's (test_slurm_2n.py). A resumed log through the official checker: test_gnn_tiny."""
 
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ import time
 from pathlib import Path
 
 import pytest
-from gpt3_helpers import DP2_SETS, REPO, dp2_distopt_run, env, events, official_check, prepared_data_dir
+from gpt3_helpers import DP2_SETS, REPO, dp2_distopt_run, env, events, prepared_data_dir
 from helpers import (
     assert_resumed_curve_matches,
     kill_after_first_checkpoint,
@@ -40,6 +45,7 @@ def data_dir(tmp_path_factory):
 pytestmark = pytest.mark.slow  # trains or starts rank processes: not in the -m 'not slow' loop
 
 RESUME_RTOL = 1e-5
+RESUMED_STEPS = 144  # checkpoint at 72, killed after the eval at 96; evals 96, 120, 144 resumed
 
 
 def _start_tp2_run(results: Path, data_dir: Path, seed: int):
@@ -61,9 +67,9 @@ def _start_tp2_run(results: Path, data_dir: Path, seed: int):
 
 
 def test_kill9_mid_training_then_resume(tmp_path, tmp_path_factory, data_dir):
-    reference_log = dp2_distopt_run(tmp_path_factory, data_dir)["runs"][0]["log"]
     results = tmp_path / "results"
     extra = ["--nproc-per-node", "2", *(a for s in DP2_SETS for a in ("--set", s))]
+    extra += ["--set", f"max_steps={RESUMED_STEPS}"]
     argv = mlperf_argv(*one_run_args("gpt3", results, data_dir, 3, *extra))
 
     def one_eval_past_the_checkpoint(run: Path) -> bool:
@@ -91,8 +97,8 @@ def test_kill9_mid_training_then_resume(tmp_path, tmp_path_factory, data_dir):
     shards = [f for f in files if f.startswith("sharded/") and f.endswith(".distcp")]
     assert {f.split("__")[1].split("_")[0] for f in shards} == {"0", "1"}, sorted(files)
 
-    run_record = resume_run("gpt3", run)
-    assert run_record["status"] == "success" and run_record["result_file"].endswith("result_0.txt")
+    run_record = resume_run("gpt3", run, ok=(3,))  # stopped at max_steps: "target not reached"
+    assert run_record["status"] == "aborted" and run_record["result_file"].endswith("result_0.txt")
 
     ev = events(log)
     keys = [e["key"] for e in ev]
@@ -101,7 +107,7 @@ def test_kill9_mid_training_then_resume(tmp_path, tmp_path_factory, data_dir):
     step = resumed["value"]
     assert step >= 72 and step % 24 == 0
     acc = [e for e in ev if e["key"] == "eval_accuracy"]
-    assert acc[-1]["value"] <= 1.18
+    assert acc[-1]["metadata"]["epoch_num"] == RESUMED_STEPS * 16 * 64
     points = [e["metadata"]["epoch_num"] for e in acc]
     assert points == sorted(set(points))  # no evaluation logged twice
     # Exact continuation: an eval the kill discarded comes out the same after the resume (the
@@ -110,7 +116,9 @@ def test_kill9_mid_training_then_resume(tmp_path, tmp_path_factory, data_dir):
     for e in pre:
         if e["metadata"]["epoch_num"] > step * 16 * 64:
             assert redone[e["metadata"]["epoch_num"]] == pytest.approx(e["value"], rel=RESUME_RTOL)
-    assert assert_resumed_curve_matches(run, reference_log, rel=RESUME_RTOL) >= 1
+    # The reference only now: the other worker can be making it meanwhile (once_per_run).
+    reference_log = dp2_distopt_run(tmp_path_factory, data_dir)["runs"][0]["log"]
+    assert assert_resumed_curve_matches(run, reference_log, rel=RESUME_RTOL, stopped_early=True) == 3
     plan = json.loads((run / "plan.json").read_text())
     assert plan["layout"]["dp"] == 2 and plan["config"]["distributed_optimizer"]
     assert plan["config"]["overlap_grad_reduce"] and plan["config"]["overlap_param_gather"]
@@ -128,8 +136,7 @@ def test_kill9_mid_training_then_resume(tmp_path, tmp_path_factory, data_dir):
     first, second = steps[:cut], steps[cut:]
     assert first == list(range(1, len(first) + 1)) and second == list(range(step + 1, step + 1 + len(second)))
     assert set(first) & set(second) == set(range(step + 1, len(first) + 1))
-    c = official_check(str(log))
-    assert c.returncode == 0, c.stdout + c.stderr
+    assert steps[-1] == RESUMED_STEPS
 
 
 def test_sigint_to_mlperf_run_stops_at_a_step_boundary(tmp_path, data_dir):

@@ -1,7 +1,8 @@
 """Tiny GPT-3 on 2 ranks (torchrun, gloo): TP=2, and the record layouts' switches on a CPU.
 
-Each layout trains to the target once, from the same prepared checkpoint and seed as its plain
-counterpart, and its evaluation curve must equal the plain one to LAYOUT_RTOL at every eval. Why
+Each 2-layer layout trains to the target once, from the same prepared checkpoint and seed as its
+plain counterpart, and its evaluation curve must equal the plain one to LAYOUT_RTOL at every eval;
+the 4-layer PP=2 x VP=2 pair stops at SHORT_STEPS (5 evals) and is compared there. Why
 that number: every layout computes the same fp32 arithmetic in another order (TP splits the
 GEMMs, SP reduce-scatters, the distributed optimizer reduce-scatters the grads, PP/VP and MBS 8 x
 GA 2 sum microbatches apart). Measured over the whole curve (14 evals, 336 steps) the differences
@@ -25,17 +26,19 @@ from gpt3_helpers import (
     events,
     make_plan,
     official_check,
+    plain_tp2_run,
     prepared_data_dir,
     record_layout_run,
     train,
 )
-from helpers import REPO, mlperf_argv, once_per_run
+from helpers import REPO, mlperf_argv
 
 from harness.core.runplan import RunPlan
 
 pytestmark = pytest.mark.slow  # trains or starts rank processes: not in the -m 'not slow' loop
 
 LAYOUT_RTOL = 1e-5
+SHORT_STEPS = 120  # 5 evals (every 24 steps)
 
 
 @pytest.fixture(scope="module")
@@ -45,18 +48,24 @@ def data_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def plain_tp2(tmp_path_factory, data_dir):
-    """Plain TP=2 to the target, once per pytest run (a module fixture is made once per xdist
-    worker that runs one of the module's tests)."""
-
-    def make(folder):
-        plan = make_plan(folder, data_dir, seed=3, nproc=2, sets=["tensor_model_parallel_size=2"])
-        r = train(plan, nproc=2)
-        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-
-    folder = once_per_run(tmp_path_factory, "gpt3-plain-tp2", make)
-    plan = RunPlan.load(next((folder / "results").glob("runs/gpt3/cpu-local/*/plan.json")))
+    """Plain TP=2 to the target, once per pytest run (gpt3_helpers.plain_tp2_run)."""
+    (run,) = plain_tp2_run(tmp_path_factory, data_dir)["runs"]
+    plan = RunPlan.load(Path(run["run_dir"]) / "plan.json")
     assert (plan.layout.tp, plan.layout.dp, plan.layout.world_size) == (2, 1, 2)
     return plan
+
+
+def assert_stopped_at_max_steps(r: subprocess.CompletedProcess, log, nproc: int = 1):
+    """Not reached by max_steps: run_stop aborted and exit 3. torchrun itself exits 1 when a rank
+    exits non-zero and names the first one's code in its failure table (the other rank may be
+    stopped by torchrun's SIGTERM before its own exit 3: a race, so only the first is asserted)."""
+    stops = [e for e in events(log) if e["key"] == "run_stop"]
+    assert len(stops) == 1 and stops[0]["metadata"]["status"] == "aborted", stops
+    tail = r.stdout[-2000:] + r.stderr[-3000:]
+    if nproc == 1:
+        assert r.returncode == 3, tail
+    else:
+        assert r.returncode == 1 and "exitcode  : 3 " in r.stderr, tail
 
 
 def assert_same_curve(log, reference_log):
@@ -107,11 +116,13 @@ def test_distributed_optimizer_sharded_over_dp2_with_overlap_matches_plain(
 
 def test_pp2_vp2_with_distributed_optimizer_and_overlap_matches_one_process(tmp_path, tmp_path_factory):
     """Interleaved pipeline (2 stages x 2 virtual chunks of a 4-layer model, GA 2 as interleaving
-    needs) with the distributed optimizer and overlapped grad reduce + param gather."""
+    needs) with the distributed optimizer and overlapped grad reduce + param gather. Both runs stop
+    at SHORT_STEPS (`max_steps`, the data order unchanged): a wrong schedule or a lost gradient shows
+    at the first eval (the module docstring's faults), and the 2-layer layouts above go to the target."""
     data4 = prepared_data_dir(tmp_path_factory, sets=("num_layers=4",))
-    plain = make_plan(tmp_path / "plain", data4, seed=3, sets=["num_layers=4"])
-    r = train(plain)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    short = [f"max_steps={SHORT_STEPS}"]
+    plain = make_plan(tmp_path / "plain", data4, seed=3, sets=["num_layers=4", *short])
+    assert_stopped_at_max_steps(train(plain), plain.log_path)
     sets = [
         "num_layers=4",
         "pipeline_model_parallel_size=2",
@@ -119,13 +130,11 @@ def test_pp2_vp2_with_distributed_optimizer_and_overlap_matches_one_process(tmp_
         "micro_batch_size=8",
         "distributed_optimizer=true",
         "overlap_param_gather=true",
+        *short,
     ]
     plan = make_plan(tmp_path / "vp", data4, seed=3, nproc=2, sets=sets)
     assert (plan.layout.pp, plan.layout.vp, plan.layout.grad_accum) == (2, 2, 2)
     assert plan.config["overlap_grad_reduce"]  # the default
-    r = train(plan, nproc=2)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-    assert eval_curve(plan.log_path)[max(eval_curve(plan.log_path))] <= plan.target["log_perplexity"]
-    c = official_check(plan.log_path)
-    assert c.returncode == 0, c.stdout + c.stderr
+    assert_stopped_at_max_steps(train(plan, nproc=2), plan.log_path, nproc=2)
+    assert len(eval_curve(plan.log_path)) == SHORT_STEPS // 24
     assert_same_curve(plan.log_path, plain.log_path)

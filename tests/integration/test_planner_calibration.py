@@ -2,8 +2,11 @@
 mlperf-harness on ONE finished 1-process run, then predict two runs it has not seen -- 2 processes
 with TP=2, and micro-batch 8 (GA 2) -- and compare with their measured time-to-train.
 
-Three tiny runs, made once per module with the real CLI (`mlperf run`) and the same seed, so all
-three converge after the same number of steps and the comparison is about time per step.
+Three tiny runs of the real CLI (`mlperf run`) with the same seed (3), so all three converge after
+the same number of steps and the comparison is about time per step. Each is made once per pytest
+run and shared: the one-process run is the quick start's first (gpt3_helpers.quickstart_run), the
+TP=2 run is the layout tests' reference (gpt3_helpers.plain_tp2_run); only the MBS 8 run is this
+test's own.
 
 Noise: this machine has 2 cores shared with other work. Each run's CPU time (its whole process
 tree, from getrusage) over its wall time x processes says how much of the machine it got. The
@@ -15,48 +18,35 @@ the measured errors and CPU shares are printed either way (pytest -s shows them)
 from __future__ import annotations
 
 import json
-import resource
-import time
 
 import pytest
 from conftest import run_mlperf
-from gpt3_helpers import prepared_data_dir
+from gpt3_helpers import PLAIN_TP2, cli_run, plain_tp2_run, prepared_data_dir, quickstart_run
 
 pytestmark = pytest.mark.slow
-SEED = 5
 QUIET_SHARE = 0.85
+MBS8 = ("--set", "micro_batch_size=8")
 
 
-def _cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
+def _measured(doc: dict, procs: int, extra) -> dict:
+    run = doc["runs"][0]
+    m = doc["measured"]
+    return {
+        "dir": run["run_dir"],
+        "ttt_s": run["time_to_train_min"] * 60,
+        "extra": list(extra),
+        "share": m["cpu_s"] / (m["wall_s"] * procs),
+    }
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     data = prepared_data_dir(tmp_path_factory)
-    res = tmp_path_factory.mktemp("cal-results")
-    made = {}
-    for name, extra, procs in [
-        ("one", [], 1),
-        ("tp2", ["--nproc-per-node", "2", "--set", "tensor_model_parallel_size=2"], 2),
-        ("mbs8", ["--set", "micro_batch_size=8"], 1),
-    ]:
-        cpu0, t0 = _cpu(), time.time()
-        r = run_mlperf(
-            "run", "gpt3", "--system", "cpu-local", "--runs", "1", "--seed", str(SEED),
-            "--results-dir", str(res), "--data-dir", str(data), *extra, "--json",
-        )  # fmt: skip
-        assert r.returncode == 0, r.stderr[-3000:]
-        share = (_cpu() - cpu0) / ((time.time() - t0) * procs)
-        run = json.loads(r.stdout)["runs"][0]
-        made[name] = {
-            "dir": run["run_dir"],
-            "ttt_s": run["time_to_train_min"] * 60,
-            "extra": extra,
-            "share": share,
-        }
-    return made
+    return {
+        "one": _measured(quickstart_run(tmp_path_factory), 1, []),
+        "tp2": _measured(plain_tp2_run(tmp_path_factory, data), 2, PLAIN_TP2),
+        "mbs8": _measured(cli_run(tmp_path_factory, "gpt3-mbs8", data, 3, *MBS8), 1, MBS8),
+    }
 
 
 def _plan(mlperf, *args) -> dict:

@@ -7,8 +7,9 @@ slurmd n1 and n2 in their own UTS namespaces, on 127.0.0.2 and 127.0.0.3), syste
     a node dies, --resume   nodes (c10d rendezvous on the first host); ranks.json puts each TP pair
                             on one host and the pairs on n1 and n2; the processes on n2 are
                             SIGKILLed after the first checkpoint -> job over, run aborted, exit 3,
-                            no rank left on either node; --resume (a new two-node job) reaches the
-                            target and the log passes the official checker
+                            no rank left on either node; --resume (a new two-node job, the same
+                            placement) continues from the checkpoint to max_steps (RESUMED_STEPS:
+                            the loop ends there, the data order stays), each eval logged once
 --runs 3 in one allocation: test_slurm.py (it runs on this cluster too).
 Skips with slurm-up's one line where the kernel or sandbox refuses namespaces.
 """
@@ -24,11 +25,16 @@ from pathlib import Path
 
 import pytest
 import slurm_helpers
-from gpt3_helpers import REPO, env, events, official_check, prepared_data_dir
+from gpt3_helpers import REPO, env, events, prepared_data_dir
 from helpers import mlperf_argv
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 MARK = "# slurm-ci"
+# The run stops at step 144 (`max_steps`): checkpoint at 72, n2 killed right after it, so the
+# resumed job trains 72 steps and logs the evals at 96, 120 and 144. Going on to the target (312
+# steps on 4 ranks sharing 2 cores) would prove nothing about the nodes: a resume that reaches the
+# target is test_llama2_tiny's and test_gnn_tiny's, with the official checker on the resumed log.
+RESUMED_STEPS = 144
 
 
 @pytest.fixture(scope="session")
@@ -104,7 +110,8 @@ def _start(results: Path, data_dir: Path) -> subprocess.Popen:
     """gpt3 tiny on 2 nodes x 2 ranks, TP 2 inside each node, DP 2 across the nodes."""
     argv = mlperf_argv(
         "run", "gpt3", "--system", "cpu-slurm-2n", "--nproc-per-node", "2",
-        "--set", "tensor_model_parallel_size=2", "--runs", "1", "--seed", "6",
+        "--set", "tensor_model_parallel_size=2", "--set", f"max_steps={RESUMED_STEPS}",
+        "--runs", "1", "--seed", "6",
         "--results-dir", str(results), "--data-dir", str(data_dir), "--json",
     )  # fmt: skip
     return subprocess.Popen(
@@ -114,7 +121,7 @@ def _start(results: Path, data_dir: Path) -> subprocess.Popen:
 
 def test_tp_inside_dp_across_a_node_dies_then_resume(two_nodes, tmp_path, data_dir):
     """One run (the cheapest way to prove all of it in CI): TP inside / DP across on two nodes,
-    n2's processes killed after the first checkpoint, --resume takes it to the target."""
+    n2's processes killed after the first checkpoint, --resume continues it on two nodes."""
     results = tmp_path / "results"
     t_start = time.monotonic()
     cli = _start(results, data_dir)
@@ -166,19 +173,22 @@ def test_tp_inside_dp_across_a_node_dies_then_resume(two_nodes, tmp_path, data_d
         cwd=REPO, env=env(), capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     resume_s = time.monotonic() - t0
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert r.returncode == 3, r.stdout[-2000:] + r.stderr[-3000:]  # max_steps: "target not reached"
     res = json.loads(r.stdout)["runs"][0]
-    assert res["status"] == "success" and res["result_file"].endswith("result_0.txt")
-    assert res["quality"]["log_perplexity"] <= plan["target"]["log_perplexity"]
+    assert res["status"] == "aborted" and res["result_file"].endswith("result_0.txt")
     new_job = slurm_helpers.job((run_dir / "slurm_job_id").read_text().strip())
-    assert new_job["JobId"] != job_id and new_job["NumNodes"] == "2" and new_job["JobState"] == "COMPLETED"
+    assert new_job["JobId"] != job_id and new_job["NumNodes"] == "2", new_job
+    assert slurm_helpers.processes_mentioning(str(run_dir)) == []
     _tp_inside_dp_across(run_dir)  # the resumed attempt's placement
     ev = events(run_dir / "mlperf.log")
     keys = [e["key"] for e in ev]
     assert keys.count("run_start") == keys.count("run_stop") == keys.count("harness_resumed") == 1
-    assert ev[keys.index("harness_resumed")]["value"] >= 72
-    c = official_check(str(run_dir / "mlperf.log"))
-    assert c.returncode == 0, c.stdout + c.stderr
+    assert ev[keys.index("harness_resumed")]["value"] == 72
+    after = [e for e in ev[keys.index("harness_resumed") :] if e["key"] == "eval_accuracy"]
+    assert [e["metadata"]["epoch_num"] // (16 * 64) for e in after] == [96, 120, 144]
+    points = [e["metadata"]["epoch_num"] for e in ev if e["key"] == "eval_accuracy"]
+    assert points == sorted(set(points))  # none logged twice
+    assert ev[-1]["key"] == "run_stop" and ev[-1]["metadata"]["status"] == "aborted"
     print(f"first attempt {first_s:.1f} s (node killed -> exit in {end_s:.1f} s); resume {resume_s:.1f} s")
 
 

@@ -69,6 +69,7 @@ FIELDS = {
         "eval_interval_samples": ("via:eval_interval_steps", 768),
         "eval_samples": ("data", 128),
         "train_samples_cap": ("read", 1000),
+        "max_steps": ("read", 10),
         "checkpoint_interval_steps": ("read", 0),
         "overlap_grad_reduce": ("build:ddp", False),
         "precision": ("build:tcfg", "bf16"),  # bf16 runs on CPU too (tests/integration/test_gpt3_bf16.py)
