@@ -16,12 +16,13 @@ the planner's per-rank bytes (`harness.planner.params.rank_bytes`) are within 2 
 
 from __future__ import annotations
 
+import json
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import yaml
-from helpers import REPO, env, mlperf_argv
+from helpers import REPO, env, mlperf_argv, once_per_run
 
 import benchmarks
 from harness.commands.run_show import PARTS
@@ -55,35 +56,50 @@ def shipped() -> list[tuple[str, str, str]]:
 CONFIGS = [c for c in shipped() if c[:2] not in CLI_ONLY]
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """{(bench, system): (plan, typed config, report, rendered lines)} for CONFIGS."""
-    from harness.commands import run_show
-    from harness.run import build as rb
+def _resolve(results) -> dict:
     from harness.run import execute as ex
 
-    tmp = tmp_path_factory.mktemp("build")
-    resolved = {
-        (b, s): ex.resolve(b, s, size=z, runs=1, seed=0, results_dir=str(tmp / "results"))
-        for b, s, z in CONFIGS
-    }
-    groups = {}
-    for key in resolved:
-        groups.setdefault(key[0], []).append(key)
-    cpu0 = children_cpu_s()
-    with ThreadPoolExecutor(2) as pool:  # one child per benchmark, two at a time
-        done = dict(
-            pool.map(lambda keys: (keys[0][0], rb.build([resolved[k] for k in keys])), groups.values())
+    return {(b, s): ex.resolve(b, s, size=z, runs=1, seed=0, results_dir=str(results)) for b, s, z in CONFIGS}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """{(bench, system): (plan, typed config, report, rendered lines)} for CONFIGS. The build
+    children run once per pytest run (once_per_run: their reports saved as JSON), not on each
+    xdist worker that runs one of these tests; resolving a config again is ~5 ms."""
+    from harness.commands import run_show
+    from harness.run import build as rb
+
+    def make(folder):
+        resolved = _resolve(folder / "results")
+        groups = {}
+        for key in resolved:
+            groups.setdefault(key[0], []).append(key)
+        cpu0 = children_cpu_s()
+        with ThreadPoolExecutor(2) as pool:  # one child per benchmark, two at a time
+            done = dict(
+                pool.map(lambda keys: (keys[0][0], rb.build([resolved[k] for k in keys])), groups.values())
+            )
+        reports = [
+            [*key, rep] for bench, keys in groups.items() for key, rep in zip(keys, done[bench], strict=True)
+        ]
+        (folder / "reports.json").write_text(json.dumps(reports))
+        children = {b: (done[b][0]["wall_s"], len(keys)) for b, keys in groups.items()}
+        # per-child CPU figures overlap when two run at once (RUSAGE_CHILDREN is per process): the total
+        print(f"\nbuild children (wall s, configs): {children}; CPU s of all: {children_cpu_s() - cpu0:.1f}")
+
+    folder = once_per_run(tmp_path_factory, "build-reports", make)
+    reports = {(b, s): rep for b, s, rep in json.loads((folder / "reports.json").read_text())}
+    out = {}
+    for key, res in _resolve(tmp_path_factory.mktemp("build") / "results").items():
+        plan = res.plans[0]
+        rep = reports[key]
+        out[key] = (
+            plan,
+            benchmarks.typed_config(plan),
+            rep,
+            run_show.build_lines(plan, rep, run_show.planner_figures(plan)),
         )
-    out, children = {}, {}
-    for bench, keys in groups.items():
-        for key, rep in zip(keys, done[bench], strict=True):
-            plan = resolved[key].plans[0]
-            lines = run_show.build_lines(plan, rep, run_show.planner_figures(plan))
-            out[key] = (plan, benchmarks.typed_config(plan), rep, lines)
-            children[bench] = (rep["wall_s"], len(keys))
-    # per-child CPU figures overlap when two run at once (RUSAGE_CHILDREN is per process): the total
-    print(f"\nbuild children (wall s, configs): {children}; CPU s of all: {children_cpu_s() - cpu0:.1f}")
     return out
 
 
