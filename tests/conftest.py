@@ -87,3 +87,20 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+# MLPERF_TEST_TIMELINE=FILE: one line per test phase (worker, start, stop, nodeid), appended by every
+# worker; what bench/suite_timeline.py reads to show where a worker waited or sat alone at the tail.
+_TIMELINE = os.environ.get("MLPERF_TEST_TIMELINE")
+
+
+if _TIMELINE:
+    import time as _time
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        t0 = _time.time()
+        yield
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        with open(_TIMELINE, "a") as f:
+            f.write(f"{worker}\t{t0:.2f}\t{_time.time():.2f}\t{item.nodeid}\n")

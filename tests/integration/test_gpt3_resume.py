@@ -11,8 +11,9 @@ on the same layout, so they agree bit for bit when the state is complete (measur
 last digit); 1e-5 is the issue's bound for fp32. A resume that restarts Adam (moments or step
 lost) moves the next eval by ~1e-3.
 
-The killed run stops at RESUMED_STEPS (`max_steps`: the loop ends, the data order stays), so the
-resume covers the 3 evals after the checkpoint instead of the 10 to the target: the first eval
+The killed run and its uninterrupted reference stop at RESUMED_STEPS (`max_steps` in DP2_SETS: the
+loop ends, the data order stays), so the resume covers the 3 evals after the checkpoint instead of
+the 10 to the target: the first eval
 after a resume is where a lost state shows (above), and the whole-curve-to-target continuation is
 the 2-node test's (test_slurm_2n.py). A resumed log through the official checker: test_gnn_tiny."""
 
@@ -25,7 +26,7 @@ import time
 from pathlib import Path
 
 import pytest
-from gpt3_helpers import DP2_SETS, REPO, dp2_distopt_run, env, events, prepared_data_dir
+from gpt3_helpers import DP2_SETS, DP2_STEPS, REPO, dp2_distopt_run, env, events, prepared_data_dir
 from helpers import (
     assert_resumed_curve_matches,
     kill_after_first_checkpoint,
@@ -45,7 +46,9 @@ def data_dir(tmp_path_factory):
 pytestmark = pytest.mark.slow  # trains or starts rank processes: not in the -m 'not slow' loop
 
 RESUME_RTOL = 1e-5
-RESUMED_STEPS = 144  # checkpoint at 72, killed after the eval at 96; evals 96, 120, 144 resumed
+# DP2_SETS stop at DP2_STEPS (max_steps): checkpoint at 72, killed after the eval at 96, then the
+# evals at 96, 120 and 144 are the resumed ones.
+RESUMED_STEPS = DP2_STEPS
 
 
 def _start_tp2_run(results: Path, data_dir: Path, seed: int):
@@ -69,7 +72,6 @@ def _start_tp2_run(results: Path, data_dir: Path, seed: int):
 def test_kill9_mid_training_then_resume(tmp_path, tmp_path_factory, data_dir):
     results = tmp_path / "results"
     extra = ["--nproc-per-node", "2", *(a for s in DP2_SETS for a in ("--set", s))]
-    extra += ["--set", f"max_steps={RESUMED_STEPS}"]
     argv = mlperf_argv(*one_run_args("gpt3", results, data_dir, 3, *extra))
 
     def one_eval_past_the_checkpoint(run: Path) -> bool:
@@ -118,7 +120,7 @@ def test_kill9_mid_training_then_resume(tmp_path, tmp_path_factory, data_dir):
             assert redone[e["metadata"]["epoch_num"]] == pytest.approx(e["value"], rel=RESUME_RTOL)
     # The reference only now: the other worker can be making it meanwhile (once_per_run).
     reference_log = dp2_distopt_run(tmp_path_factory, data_dir)["runs"][0]["log"]
-    assert assert_resumed_curve_matches(run, reference_log, rel=RESUME_RTOL, stopped_early=True) == 3
+    assert assert_resumed_curve_matches(run, reference_log, rel=RESUME_RTOL) == 3
     plan = json.loads((run / "plan.json").read_text())
     assert plan["layout"]["dp"] == 2 and plan["config"]["distributed_optimizer"]
     assert plan["config"]["overlap_grad_reduce"] and plan["config"]["overlap_param_gather"]

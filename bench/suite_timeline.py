@@ -1,0 +1,41 @@
+"""Where the test suite's wall time goes, per xdist worker.
+
+    rm -f /tmp/tl.tsv && MLPERF_TEST_TIMELINE=/tmp/tl.tsv python -m pytest -q
+    python bench/suite_timeline.py /tmp/tl.tsv [--min-s 4]
+
+tests/conftest.py appends one line per test (worker, start, stop, nodeid) when
+MLPERF_TEST_TIMELINE is set. This prints, per worker, its busy seconds, when it finished, and every
+test longer than --min-s with its start offset: a worker that finishes long before the other shows
+an unbalanced order (conftest LONGEST_FIRST); a test far longer than its own work is waiting on a
+once_per_run lock the other worker holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("timeline", type=Path)
+    ap.add_argument("--min-s", type=float, default=4.0, help="list tests at least this long")
+    args = ap.parse_args()
+    rows = []
+    for line in args.timeline.read_text().splitlines():
+        worker, start, stop, nodeid = line.split("\t", 3)
+        rows.append((worker, float(start), float(stop), nodeid))
+    t0 = min(r[1] for r in rows)
+    end = max(r[2] for r in rows) - t0
+    print(f"{len(rows)} tests, {end:.0f} s from the first start to the last stop")
+    for worker in sorted({r[0] for r in rows}):
+        mine = sorted((r for r in rows if r[0] == worker), key=lambda r: r[1])
+        busy = sum(r[2] - r[1] for r in mine)
+        print(f"== {worker}: busy {busy:.0f} s, done at {mine[-1][2] - t0:.0f} s")
+        for _, start, stop, nodeid in mine:
+            if stop - start >= args.min_s:
+                print(f"{start - t0:7.1f} {stop - start:6.1f}  {nodeid}")
+
+
+if __name__ == "__main__":
+    main()
