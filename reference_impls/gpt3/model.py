@@ -66,12 +66,6 @@ def transformer_config(cfg, layout, device: str):
         bf16=bf16,
         params_dtype=dtype,
         pipeline_dtype=dtype,
-        # On gloo, megatron's unbatched p2p path: torch's batch_isend_irecv is not stable there
-        # (pytorch/PiPPy#1130, a torch maintainer: "can hang"), and with it 2 of ~35 PP=2 x VP=2
-        # CPU runs here died of SIGSEGV inside a pipeline send/recv (test_gpt3_tp2, 2026-12-02).
-        # _p2p_ops orders the sends and receives by rank parity and, at PP=2, puts the two
-        # directions on two process groups. NCCL (GPU) keeps megatron's default, batched.
-        batch_p2p_comm=on_gpu,
         use_cpu_initialization=not on_gpu,
         gradient_accumulation_fusion=False,
         **kw,
