@@ -1,8 +1,9 @@
 """Tiny GPT-3 on 2 ranks (torchrun, gloo): TP=2, and the record layouts' switches on a CPU.
 
-Each 2-layer layout trains to the target once, from the same prepared checkpoint and seed as its
+Each other 2-layer layout trains to the target once, from the same prepared checkpoint and seed as its
 plain counterpart, and its evaluation curve must equal the plain one to LAYOUT_RTOL at every eval;
-the 4-layer PP=2 x VP=2 pair stops at SHORT_STEPS (5 evals) and is compared there. Why
+the DP=2 distributed-optimizer run stops at gpt3_helpers.DP2_STEPS (6 evals, the resume test's
+reference too) and the 4-layer PP=2 x VP=2 pair at SHORT_STEPS (5 evals), compared there. Why
 that number: every layout computes the same fp32 arithmetic in another order (TP splits the
 GEMMs, SP reduce-scatters, the distributed optimizer reduce-scatters the grads, PP/VP and MBS 8 x
 GA 2 sum microbatches apart). Measured over the whole curve (14 evals, 336 steps) the differences
