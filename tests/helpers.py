@@ -200,8 +200,8 @@ def once_per_run(tmp_path_factory, name: str, make) -> Path:
 def uninterrupted_run(
     tmp_path_factory, name: str, benchmark: str, data_dir: Path, seed: int, *extra: str, ok=(0,)
 ) -> dict:
-    """`mlperf run BENCHMARK --system cpu-local EXTRA --runs 1 --seed SEED --json`, which must exit 0,
-    made once per pytest run (once_per_run `name`): the uninterrupted run that the resume and layout
+    """`mlperf run BENCHMARK --system cpu-local EXTRA --runs 1 --seed SEED --json`, which must exit
+    with a code in `ok` (3: stopped by a cap), made once per pytest run (once_per_run `name`): the uninterrupted run that the resume and layout
     tests compare with. Returns the CLI's JSON (its one run: `["runs"][0]`), with `"measured"`: the
     command's wall seconds and its process tree's CPU seconds (what a timing test needs to tell a
     quiet machine from a busy one)."""

@@ -234,7 +234,8 @@ def run(rt) -> bool:
 
     seq, gbs = cfg.max_sequence_length, cfg.global_batch_size
     every = cfg.eval_interval_steps
-    max_steps = min(cfg.max_steps or cfg.train_samples_cap // gbs, cfg.train_samples_cap // gbs)
+    cap_steps = cfg.train_samples_cap // gbs  # the sequences GPTDataset drew
+    max_steps = min(cfg.max_steps or cap_steps, cap_steps)
     reached = False
     step = resumed["step"] if resumed else 0
     stopping = False  # agreed by all ranks (rt.should_stop), so no rank is left in a collective

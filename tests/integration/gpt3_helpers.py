@@ -77,8 +77,8 @@ def record_layout_run(tmp_path_factory, data_dir: Path) -> dict:
 # the grad reduce-scatter and the param all-gather overlapped: the resume test kills and resumes
 # this command, and the layout test compares it with the plain TP=2 curve. Both stop at DP2_STEPS
 # (`max_steps`: the loop ends, the data order stays): checkpoint at 72, evals at 96, 120, 144 after
-# it, where a lost optimizer state shows; the 2-node test (test_slurm_2n) resumes a distributed
-# optimizer to the target.
+# it, where a lost optimizer state shows. (The one resume that goes on to the target, with the
+# official checker on the resumed log, is test_gnn_tiny's.)
 DP2_STEPS = 144
 DP2_SETS = (
     "distributed_optimizer=true",

@@ -14,8 +14,8 @@ lost) moves the next eval by ~1e-3.
 The killed run and its uninterrupted reference stop at RESUMED_STEPS (`max_steps` in DP2_SETS: the
 loop ends, the data order stays), so the resume covers the 3 evals after the checkpoint instead of
 the 10 to the target: the first eval
-after a resume is where a lost state shows (above), and the whole-curve-to-target continuation is
-the 2-node test's (test_slurm_2n.py). A resumed log through the official checker: test_gnn_tiny."""
+after a resume is where a lost state shows (above). A resume that goes on to the target, with the
+official checker on the resumed log: test_gnn_tiny."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ MARK = "# slurm-ci"
 # The run stops at step 144 (`max_steps`): checkpoint at 72, n2 killed right after it, so the
 # resumed job trains 72 steps and logs the evals at 96, 120 and 144. Going on to the target (312
 # steps on 4 ranks sharing 2 cores) would prove nothing about the nodes: a resume that reaches the
-# target is test_llama2_tiny's and test_gnn_tiny's, with the official checker on the resumed log.
+# target, with the official checker on the resumed log, is test_gnn_tiny's.
 RESUMED_STEPS = 144
 
 
