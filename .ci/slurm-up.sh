@@ -20,7 +20,8 @@
 set -euo pipefail
 HOST=$(hostname -s)
 NODES=${SLURM_CI_NODES:-1}
-CPUS=${SLURM_CI_CPUS:-$(nproc)}
+# nproc honours OMP_NUM_THREADS (the test suite sets it to 1 per worker): count the cores, not that.
+CPUS=${SLURM_CI_CPUS:-$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)}
 GPUS=${SLURM_CI_GPUS:-0}
 STATE=${SLURM_CI_STATE:-/tmp/slurm-ci}
 MEM=$(( $(awk '/MemTotal/{print $2}' /proc/meminfo) / 1024 - 1024 ))   # MiB, 1 GiB headroom
