@@ -73,6 +73,7 @@ def run(
         from harness.core.runfolder import results_root
         from harness.run import resume
 
+        _refuse_plan_options_with_resume(click.get_current_context())
         resolved = resume.resolve(resume_dir, benchmark, launcher, apply=not dry_run)
         results_dir = str(results_root(Path(resume_dir)))
     else:
@@ -123,6 +124,38 @@ def run(
     else:
         _table(resolved, results, score)
     return OK if all(r.status == "success" for r in results) else TARGET_NOT_REACHED
+
+
+# What the saved plan fixes: a resume must retrace the interrupted run (same config, layout, seed,
+# data and tree), so these options cannot change it; silently ignoring them would report a run the
+# user did not ask for. --launcher, --apply-tuning, --dry-run and --json still apply.
+_PLAN_OPTIONS = {
+    "system": "--system",
+    "size": "--size",
+    "runs": "--runs",
+    "seed": "--seed",
+    "results_dir": "--results-dir",
+    "data_dir": "--data-dir",
+    "sets": "--set",
+    "nproc_per_node": "--nproc-per-node",
+}
+
+
+def _refuse_plan_options_with_resume(ctx: click.Context) -> None:
+    from click.core import ParameterSource
+
+    from harness.core.errors import ConfigError
+
+    given = [
+        flag
+        for name, flag in _PLAN_OPTIONS.items()
+        if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)
+    ]
+    if given:
+        raise ConfigError(
+            f"{', '.join(given)} cannot change a resumed run (--resume continues the plan saved in "
+            "RUN_DIR/plan.json): drop them, or start a new run without --resume"
+        )
 
 
 def _score(resolved, results) -> float | None:

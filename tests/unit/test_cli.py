@@ -79,6 +79,16 @@ BAD = [
         "fsdp=false (--set) cannot run with ranks 64",
     ),
     (["systems", "show", "nope"], "unknown system"),
+    # --resume continues the saved plan: an option that would change it is refused, not ignored
+    # (refused before RUN_DIR is read, so a missing folder still gets this line)
+    (
+        ["run", "gpt3", "--resume", "nowhere", "--set", "max_steps=5"],
+        "error: --set cannot change a resumed run",
+    ),
+    (
+        ["run", "gpt3", "--resume", "nowhere", "--seed", "3", "--nproc-per-node", "2"],
+        "error: --seed, --nproc-per-node cannot change a resumed run",
+    ),
 ]
 
 
