@@ -27,6 +27,11 @@ DEFAULT_DATA_ROOT = Path(
     os.environ.get("MLPERF_DATA_DIR", Path.home() / ".cache" / "mlperf-harness" / "data")
 )
 LAUNCHERS = ("local", "torchrun", "slurm")
+# Runs one `mlperf run` makes in sequence: the official counts are 3 (gpt3) and 10; a larger figure is
+# a typo (3000000000 used to reach secrets.randbelow and crash).
+MAX_RUNS = 100
+# Seeds fit a signed int32, what every RNG the benchmarks seed (torch, numpy, python) accepts.
+SEED_MAX = 2**31 - 1
 """Launcher kinds (harness/run/launch/): one process, torchrun on one node, Slurm."""
 
 # fallback(benchmark name, system spec, global batch size or None) -> config values for the system
@@ -115,9 +120,15 @@ def resolve_runs(
     # A switch whose library is absent here: noted now, refused by `mlperf run` before launch.
     notes += switches.library_notes(defn.name, cfg.model_dump())
     n = runs if runs is not None else defn.runs_per_result
-    if n < 1:
-        raise ConfigError(f"--runs {n}: need at least one run")
-    base_seed = seed if seed is not None else secrets.randbelow(2**31 - n)
+    if not 1 <= n <= MAX_RUNS:
+        raise ConfigError(
+            f"--runs {n}: give 1 to {MAX_RUNS} runs (the official count is {defn.runs_per_result})"
+        )
+    if seed is not None and not 0 <= seed <= SEED_MAX - (n - 1):
+        raise ConfigError(
+            f"--seed {seed}: give 0 to {SEED_MAX - (n - 1)} (run i uses seed+i, and seeds are 31-bit)"
+        )
+    base_seed = seed if seed is not None else secrets.randbelow(SEED_MAX + 1 - (n - 1))
     data = Path(data_dir) if data_dir else DEFAULT_DATA_ROOT / defn.name / size
     stamp = time.strftime("%Y%m%d-%H%M%S")
     runs_root = Path(results_dir).resolve() / "runs" / defn.name / spec.name

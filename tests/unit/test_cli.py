@@ -79,6 +79,10 @@ BAD = [
         "fsdp=false (--set) cannot run with ranks 64",
     ),
     (["systems", "show", "nope"], "unknown system"),
+    (["run", "gpt3", "--runs", "3000000000", "--dry-run"], "--runs 3000000000: give 1 to 100 runs"),
+    (["run", "gpt3", "--runs", "0", "--dry-run"], "--runs 0: give 1 to 100 runs"),
+    (["run", "gpt3", "--seed", str(2**66), "--dry-run"], f"--seed {2**66}: give 0 to 2147483645"),
+    (["run", "gpt3", "--seed", "-1", "--runs", "1", "--dry-run"], "--seed -1: give 0 to 2147483647"),
     # --resume continues the saved plan: an option that would change it is refused, not ignored
     # (refused before RUN_DIR is read, so a missing folder still gets this line)
     (
