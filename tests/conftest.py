@@ -15,8 +15,9 @@ REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # The suite runs two xdist workers on two cores, each mostly busy; torch's default of one OpenMP
 # thread per core then puts four threads on two cores, and a small in-process model ran several
-# times slower (measured: a fresh UNet's two evals, 2.4 s alone, 20 s beside a busy worker).  One thread per worker; set before anything imports torch.  The
-# training subprocesses already get 1 from cpu-local's threads_per_process.
+# times slower (measured: a fresh UNet's two evals, 2.4 s alone, 20 s beside a busy worker).  One
+# thread per worker; set before anything imports torch.  The training subprocesses already get 1
+# from cpu-local's threads_per_process.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 if "torch" in sys.modules:  # a plugin imported it first: the variable is read only at import
     sys.modules["torch"].set_num_threads(1)

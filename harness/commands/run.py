@@ -129,16 +129,7 @@ def run(
 # What the saved plan fixes: a resume must retrace the interrupted run (same config, layout, seed,
 # data and tree), so these options cannot change it; silently ignoring them would report a run the
 # user did not ask for. --launcher, --apply-tuning, --dry-run and --json still apply.
-_PLAN_OPTIONS = {
-    "system": "--system",
-    "size": "--size",
-    "runs": "--runs",
-    "seed": "--seed",
-    "results_dir": "--results-dir",
-    "data_dir": "--data-dir",
-    "sets": "--set",
-    "nproc_per_node": "--nproc-per-node",
-}
+_PLAN_OPTIONS = ("system", "size", "runs", "seed", "results_dir", "data_dir", "sets", "nproc_per_node")
 
 
 def _refuse_plan_options_with_resume(ctx: click.Context) -> None:
@@ -147,9 +138,9 @@ def _refuse_plan_options_with_resume(ctx: click.Context) -> None:
     from harness.core.errors import ConfigError
 
     given = [
-        flag
-        for name, flag in _PLAN_OPTIONS.items()
-        if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)
+        p.opts[0]  # as the user typed it: --set, --nproc-per-node
+        for p in ctx.command.params
+        if p.name in _PLAN_OPTIONS and ctx.get_parameter_source(p.name) not in (None, ParameterSource.DEFAULT)
     ]
     if given:
         raise ConfigError(

@@ -27,12 +27,12 @@ DEFAULT_DATA_ROOT = Path(
     os.environ.get("MLPERF_DATA_DIR", Path.home() / ".cache" / "mlperf-harness" / "data")
 )
 LAUNCHERS = ("local", "torchrun", "slurm")
+"""Launcher kinds (harness/run/launch/): one process, torchrun on one node, Slurm."""
 # Runs one `mlperf run` makes in sequence: the official counts are 3 (gpt3) and 10; a larger figure is
 # a typo (3000000000 used to reach secrets.randbelow and crash).
 MAX_RUNS = 100
 # Seeds fit a signed int32, what every RNG the benchmarks seed (torch, numpy, python) accepts.
 SEED_MAX = 2**31 - 1
-"""Launcher kinds (harness/run/launch/): one process, torchrun on one node, Slurm."""
 
 # fallback(benchmark name, system spec, global batch size or None) -> config values for the system
 Fallback = Callable[[str, "systems.SystemSpec", "int | None"], dict]
