@@ -1,9 +1,12 @@
 """mlperf-harness: run, check and score MLPerf Training v4.0 benchmarks.
 
-Install for CPU work (tests, tiny runs, reviewing, analysis):
-    pip install -e '.[all,test]'
-The torch pin matters there: an unpinned torch pulls several GB of CUDA wheels on a CPU box, and
-the pin takes the CPU wheel. GPU hosts (an NGC PyTorch container, or any env with a CUDA torch):
+Python >= 3.12: megatron-core 0.17 and later require it. Install for CPU work (tests, tiny runs,
+reviewing, analysis):
+    python3.12 -m venv .venv && . .venv/bin/activate && pip install -e '.[all,test]'
+The torch pin keeps CI on the release it was measured with. PyPI's torch 2.13.0 wheel for Python
+3.12 is the CUDA build (torch 1.2 GB + nvidia-* 2.7 GB; the whole venv 5.6 GB); it runs on a CPU
+as it is. A CPU-only build of 2.13.0 (PyTorch's own index) satisfies the pin too (0.75 GB for
+Python 3.11). GPU hosts (an NGC PyTorch container, or any env with a CUDA torch):
     pip install --no-build-isolation -e '.[gpu]'
 The `gpu` extra has the same training libraries with NO torch requirement of its own (megatron-core,
 accelerate and peft ask for torch>=2.6 / >=2.0 / >=1.13, which a container's torch, pre-release
@@ -30,17 +33,19 @@ CORE = [
 CPU_TORCH = ["torch==2.13.0"]
 # Training libraries, torch left to the environment.
 TRAIN = [
-    # Tested with 0.16.1 on CPU through reference_impls/gpt3/cpu_compat.py; other releases move
-    # the torch.cuda call sites that the compatibility layer patches.
-    "megatron-core==0.16.1",
+    # Tested with 0.19.2 on CPU through reference_impls/gpt3/cpu_compat.py (0.19.0 not run); a
+    # later minor release may move the torch.cuda call sites that the compatibility layer patches
+    # (tests/unit/test_gpt3_cpu_compat.py fails loudly when one does). 0.17+ need Python >= 3.12.
+    "megatron-core>=0.19.2,<0.20",
     "safetensors>=0.4",
 ]
 LLM = ["transformers>=5.0,<6", "peft>=0.21,<0.22", "accelerate>=1.0"]
 GNN = ["torch-geometric>=2.8,<2.9"]
 SD = ["diffusers>=0.42,<0.43", "transformers>=5.0,<6", "scikit-learn>=1.4"]
-# Transformer Engine as NGC containers ship it: from 2.9 (megatron-core 0.16.1's floor; NGC 25.11)
-# with no cap below 3, so a newer container's TE is kept rather than replaced by a source build
-# (megatron-core's own dev extra caps at <2.12; builds past 2.11 have not run here).
+# Transformer Engine as NGC containers ship it: from 2.9 (NGC 25.11) with no cap below 3, so a
+# newer container's TE is kept rather than replaced by a source build. megatron-core 0.19.2's own
+# `te` extra names no version; it gates features by TE version up to 2.14 (is_te_min_version), so
+# an older TE runs with those features off. No TE build has run here (no GPU).
 TE = ["transformer-engine[pytorch]>=2.9.0a0,<3"]
 EXTRAS = {
     "train": CPU_TORCH + TRAIN,
@@ -59,7 +64,7 @@ setup(
     name="mlperf-harness",
     version="0.1.0",
     description="Run, check and score MLPerf Training v4.0 benchmarks (gpt3, llama2_70b_lora, gnn, stable_diffusion)",
-    python_requires=">=3.10",
+    python_requires=">=3.12",
     packages=find_packages(include=["harness*", "benchmarks*", "reference_impls*", "systems*"]),
     package_data={"": ["*.yaml", "*.json", "*.txt"]},
     include_package_data=True,

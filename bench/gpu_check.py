@@ -44,7 +44,7 @@ that fits, so its rows say `skipped` and FP8 GPT-3 is measured through `_scaled_
     python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
       --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
       --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .whl \
-      megatron-core==0.16.1 mlperf-logging==4.1.68 diffusers==0.42.1 importlib-metadata==8.7.0 \
+      megatron-core==0.19.2 mlperf-logging==4.1.68 diffusers==0.42.1 importlib-metadata==8.7.0 \
       pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 \
       typing-extensions==4.16.0 peft==0.21.2 torchao==0.17.0
 

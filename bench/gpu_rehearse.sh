@@ -39,7 +39,7 @@ MACHINE=(
 # there is not recorded) and must travel in .whl/ (cp312, manylinux x86-64; one version each).
 # The same list as bench/gpu_check.py's docstring.
 TRAVEL=(
-  megatron-core==0.16.1 mlperf-logging==4.1.68 diffusers==0.42.1 importlib-metadata==8.7.0
+  megatron-core==0.19.2 mlperf-logging==4.1.68 diffusers==0.42.1 importlib-metadata==8.7.0
   pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5
   typing-extensions==4.16.0 peft==0.21.2 torchao==0.17.0
 )

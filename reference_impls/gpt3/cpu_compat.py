@@ -1,9 +1,9 @@
-"""megatron-core on a CPU-only torch: the contained compatibility layer (tested with 0.16.1).
+"""megatron-core on a CPU-only host: the contained compatibility layer (tested with 0.19.2).
 
 megatron-core has no CPU path; it calls `torch.cuda.*` and uses `device="cuda"` literals in a few
 places, checks dtypes as `param.type() == "torch.cuda.FloatTensor"`, and its torch-norm fallback
 refuses sequence parallel. `enable()` maps exactly those to the CPU and returns the number of
-patches applied (10). When CUDA is available it does nothing at all and returns 0: the GPU path
+patches applied (12; 11 on a CPU-only torch build). When CUDA is available it does nothing at all and returns 0: the GPU path
 runs megatron-core untouched.
 
     from reference_impls.gpt3 import cpu_compat
@@ -25,6 +25,16 @@ The patches, each answering a failure megatron-core meets on a CPU-only torch:
      schedules' loss counters, the optimizers' scalars, the causal mask), `Tensor.cuda()` -> the
      tensor itself, and `Tensor.type()` names CPU types as their CUDA twins (the distributed and
      fp16/bf16 optimizers' wrappers, grad clipping compare those strings)
+  11 torch.cuda.current_stream -> torch.cpu.current_stream, whose wait_event/wait_stream do
+     nothing (0.19's distributed/param_and_grad_buffer.py start_grad_sync waits on CUDA-graph
+     wgrad events in every grad sync, graphs or not)
+  12 any other CUDA initialisation raises UnpatchedCudaCall naming the first non-torch caller
+     (file:line): what a megatron upgrade adds on the path the tiny runs take fails with the call
+     site to patch, not with "Found no NVIDIA driver" deep in torch. Hooked at
+     torch._C._cuda_init, where torch.cuda's lazy initialisation ends on a CUDA build (the only
+     torch PyPI has for Python 3.12): device queries, `.to("cuda")`, RNG and memory calls. A
+     stream or event made directly in C (`torch.cuda.Stream()`) fails with torch's own CUDA
+     error instead, and a CPU-only build with "Torch not compiled with CUDA enabled".
 and, while megatron.core is first imported only, `torch.compile` as a pass-through
 (`_import_megatron_eager`). bf16 needs nothing more: Float16Module's casts test the legacy tensor
 types, which include CPU ones, and the bf16 optimizer's checks go through patch 10.
@@ -43,6 +53,26 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 _state = {"enabled": False, "mode": None}
+
+
+class UnpatchedCudaCall(RuntimeError):
+    """megatron (or torch on its behalf) initialised CUDA at a call site this layer does not map."""
+
+
+def _refuse_cuda_init(*_args, **_kwargs):
+    import traceback
+
+    import megatron.core
+
+    stack = traceback.extract_stack()[:-1]
+    ours = ("/torch/", __file__)  # the first caller outside torch and this layer's function mode
+    site = next((f for f in reversed(stack) if not any(o in f.filename for o in ours)), None)
+    where = f"{site.filename}:{site.lineno} ({(site.line or '').strip()})" if site else "unknown caller"
+    raise UnpatchedCudaCall(
+        f"cpu_compat: {where} needs CUDA, which this host lacks, and megatron-core "
+        f"{megatron.core.__version__} reaches it on the CPU path: map that call in "
+        "reference_impls/gpt3/cpu_compat.py"
+    )
 
 
 class CudaToCpu(TorchFunctionMode):
@@ -127,6 +157,10 @@ def enable() -> int:
     torch.cuda.synchronize = lambda *a, **k: None
     torch.cuda.get_rng_state = lambda *a, **k: torch.get_rng_state()
     torch.cuda.manual_seed = torch.manual_seed
+    torch.cuda.current_stream = torch.cpu.current_stream
+    hooked = hasattr(torch._C, "_cuda_init")  # absent from CPU-only builds
+    if hooked:
+        torch._C._cuda_init = _refuse_cuda_init
     import megatron.core.tensor_parallel.random as mrandom
 
     mrandom._get_cuda_rng_state = lambda *a, **k: torch.get_rng_state()
@@ -140,7 +174,7 @@ def enable() -> int:
     mode = CudaToCpu()
     mode.__enter__()  # process-wide, for the life of the training process
     _state.update(enabled=True, mode=mode)
-    return 10
+    return 11 + hooked
 
 
 def is_enabled() -> bool:

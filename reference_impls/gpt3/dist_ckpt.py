@@ -10,12 +10,13 @@ as the input one), and the optimizer's `sharded_state_dict`: Adam's step and par
 per-parameter state. Adam's step is where the Adam megatron picked keeps it (adam_step.py): torch
 Adam per parameter (megatron saves it as one `common_step`, or in the distributed optimizer's
 param groups), TE's/Apex's FusedAdam per param group (saved with the groups); `load` fills a fresh
-torch Adam's per-parameter state first and works around megatron 0.16.1's torch-Adam step
+torch Adam's per-parameter state first and works around megatron's torch-Adam step
 handling, and leaves a fused Adam's state as megatron builds it (a per-parameter step there would
 break TE's state_dict()). A plain optimizer's state is in model space (`exp_avg`/`exp_avg_sq` shaped
 like the parameter), so it loads at any TP/PP/VP/DP layout. The distributed optimizer's parameter
-state (fp32 master weights, `exp_avg`, `exp_avg_sq` of each DP rank's range) has two forms in
-megatron-core 0.16.1 (its third, "fully_sharded_model_space", is refused there):
+state (fp32 master weights, `exp_avg`, `exp_avg_sq` of each DP rank's range) has two forms used
+here (a third, "fully_sharded_model_space", was refused by 0.16.1 and is marked for deprecation in
+0.19.2):
     RUN_SHARDING "dp_reshardable"       each rank writes its own flat ranges, no exchange: the
                                         form megatron trains with; loads at the same TP/PP, any DP
     "fully_reshardable"                 gathered over DP into model space first (every rank then
@@ -66,13 +67,14 @@ def save(model, optimizer, folder: Path, sharding: str = RUN_SHARDING) -> None:
     )
     sd = _sharded(model, optimizer, False, sharding)
     _in_process_write_results()
+    _quiet_async_deprecation()
     dist_checkpointing.save(sd, str(folder), sharded_strategy=strategy)
 
 
 def _in_process_write_results() -> None:
     """Our saves are synchronous: `dist_checkpointing.save` runs the torch_dist writer in this
     process (AsyncRequest.execute_sync), which forks one writer per bucket and then puts their
-    results on a queue that this same process reads back. megatron-core 0.16.1 makes that queue,
+    results on a queue that this same process reads back. megatron-core (0.16.1, 0.19.2) makes that queue,
     on first use in a process, with a multiprocessing Manager started by *spawn*: a server
     process that re-imports the rank's main module and lives to the end of the run, for the
     async path's sake (there the results do cross processes). In a sync save a thread queue
@@ -85,6 +87,18 @@ def _in_process_write_results() -> None:
 
     if getattr(filesystem_async, "_results_queue", False) is None:
         filesystem_async._results_queue = queue.Queue()
+
+
+def _quiet_async_deprecation() -> None:
+    """megatron-core 0.19.2 runs a synchronous save through its own async writer
+    (TorchDistSaveShardedStrategy.save -> async_save(async_strategy="mcore") -> execute_sync) and
+    so logs, once per process, that "MCore's async save is deprecated". Our saves are not async
+    (nothing is deprecated on this path), so the line would only mislead a reader of the rank's
+    output; its once-only flag is set as if it had been logged."""
+    from megatron.core.dist_checkpointing.strategies import torch as mtorch
+
+    if hasattr(mtorch, "_logged_mcore_async_deprecation"):
+        mtorch._logged_mcore_async_deprecation = True
 
 
 def load(model, optimizer, folder: Path, sharding: str = RUN_SHARDING) -> None:
@@ -123,7 +137,8 @@ def _prime(optimizer) -> None:
 
 
 def _keep_torch_adam_step() -> None:
-    """megatron-core 0.16.1 with torch Adam (no TE/Apex, so a per-param `step` tensor): the
+    """megatron-core with torch Adam (no TE/Apex, so a per-param `step` tensor; 0.16.1 and 0.19.2,
+    distrib_optimizer.py load_state_dict, `s["step"] = step` for every state): the
     distributed optimizer's load_state_dict sets every param's step from the checkpoint's param
     groups, but as ONE tensor shared by all params (torch Adam then advances it once per param per
     step), and its parameter-state loaders then overwrite it: "dp_reshardable" with the step the

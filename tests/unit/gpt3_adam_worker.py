@@ -37,7 +37,19 @@ class FusedAdamLike(torch.optim.Optimizer):
 
     NAMES = ("exp_avg", "exp_avg_sq", "master_param")
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, *, adam_w_mode=True):
+    def __init__(
+        self,
+        params,
+        lr=1e-3,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        weight_decay=0.0,
+        *,
+        adam_w_mode=True,
+        capturable=False,
+    ):
+        # megatron-core 0.19 passes `capturable` (its optimizer_cuda_graph, False here) to every Adam
+        assert not capturable, "the stand-in is TE's non-capturable FusedAdam"
         super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
         self.adam_w_mode = adam_w_mode
 

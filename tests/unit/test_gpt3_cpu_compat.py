@@ -55,6 +55,31 @@ def test_enable_maps_cuda_to_cpu_and_is_idempotent():
     assert r.returncode == 0, r.stderr[-3000:]
 
 
+def test_an_unmapped_cuda_call_names_its_call_site():
+    """What a megatron upgrade adds on the CPU path (a new torch.cuda call) must fail with the call
+    site to patch, not with torch's "Found no NVIDIA driver". The CUDA stream megatron-core 0.19
+    added to every grad sync is mapped (patch 11); a device query or `.to("cuda")` is not."""
+    r = _py("""
+        import torch
+        from reference_impls.gpt3 import cpu_compat
+        if not hasattr(torch._C, "_cuda_init"):
+            raise SystemExit(0)  # a CPU-only torch build: torch's own assertion fails first
+        cpu_compat.enable()
+        torch.cuda.current_stream().wait_stream(torch.cuda.current_stream())  # patch 11
+        for call in ("torch.cuda.get_device_properties(0)", "torch.ones(1).to('cuda')"):
+            try:
+                eval(call)
+            except cpu_compat.UnpatchedCudaCall as e:
+                print(e)
+            else:
+                raise SystemExit(f"an unmapped CUDA call passed: {call}")
+    """)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    assert len(lines) == 2 and all(ln.startswith("cpu_compat: <string>:") for ln in lines), r.stdout
+    assert all("reference_impls/gpt3/cpu_compat.py" in ln for ln in lines), r.stdout
+
+
 def test_noop_when_cuda_is_available():
     r = _py("""
         import torch
