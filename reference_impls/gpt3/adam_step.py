@@ -1,6 +1,6 @@
 """Where Adam's step count lives, for whichever Adam megatron-core built.
 
-megatron-core 0.16.1's `get_megatron_optimizer` takes Transformer Engine's `FusedAdam` when TE is
+megatron-core's `get_megatron_optimizer` (0.16.1 and 0.19.2) takes Transformer Engine's `FusedAdam` when TE is
 importable, else Apex's, else torch's `Adam`/`AdamW` (megatron/core/optimizer/__init__.py). They
 keep the step in different places:
 

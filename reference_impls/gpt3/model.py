@@ -44,7 +44,7 @@ def transformer_config(cfg, layout, device: str):
         kw.update(fp8="hybrid", fp8_amax_history_len=1024, fp8_amax_compute_algo="max")
     if on_gpu and cfg.cuda_graphs:  # per-layer graphs (NVIDIA's LAYER_CUDA_GRAPH=1)
         # The graph-safe RNG tracker the graph manager asserts on is set up by train.init_parallel
-        # (model_parallel_cuda_manual_seed(use_cudagraphable_rng=True)); megatron-core 0.16.1 reads
+        # (model_parallel_cuda_manual_seed(use_cudagraphable_rng=True)); megatron-core (0.16.1, 0.19.2) reads
         # no TransformerConfig field for it.
         kw.update(cuda_graph_impl="local")
     return TransformerConfig(

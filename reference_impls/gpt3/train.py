@@ -34,7 +34,7 @@ def init_parallel(layout, seed: int, cfg=None, gloo: bool = True) -> None:
     CudaGraphManager asserts it at model build): Transformer Engine's where TE is installed
     (`te_rng_tracker`; Megatron-LM turns it on for graphs with the TE spec), else megatron's own
     tracker in its graph-safe mode (`use_cudagraphable_rng`, Megatron-LM's `enable_cuda_graph`).
-    TransformerConfig's `use_te_rng_tracker` field is read by nothing in megatron-core 0.16.1: the
+    TransformerConfig's `use_te_rng_tracker` field is read by nothing in megatron-core (0.16.1, 0.19.2): the
     tracker is chosen here or not at all. `gloo=False`: no gloo groups (the meta-device build's fake
     world cannot make them; training needs them only to save the distributed optimizer's state).
     The reset makes a second call in one process (the build of several configs) choose afresh.
