@@ -1,12 +1,33 @@
-"""Atomic file writes: a reader sees the old file or the new one, never half of either."""
+"""Atomic file writes (a reader sees the old file or the new one, never half of either), and the
+one test for input paths that are not files at all (FIFOs, sockets, devices)."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+
+from harness.core.errors import ConfigError
+
+
+def is_special(path: str | os.PathLike) -> bool:
+    """A FIFO, socket or device (opening it could block forever); folders (a result folder's
+    power/) and broken/looping links are not special: reading them fails, which is reported."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def refuse_special(path: str | os.PathLike, fix: str = "give the file itself") -> None:
+    """Before reading an input file: a FIFO would block the read until some writer came (forever,
+    for a user who named the wrong path), a device could be endless. One line (exit 2) instead."""
+    if is_special(path):
+        raise ConfigError(f"{os.fspath(path)} is not a regular file (a FIFO, socket or device); {fix}")
 
 
 def atomic_write_bytes(path: str | Path, write: Callable | bytes) -> None:

@@ -9,6 +9,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.core.errors import ConfigError, suggest
+from harness.core.files import refuse_special
 
 
 class Strict(BaseModel):
@@ -19,6 +20,7 @@ class Strict(BaseModel):
 
 def load_yaml(path: Path) -> dict[str, Any]:
     """Read a YAML mapping, turning syntax errors into a ConfigError naming file and line."""
+    refuse_special(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as e:

@@ -11,7 +11,6 @@ import json
 import math
 import os
 import re
-import stat
 from pathlib import Path
 
 RESULT_RE = re.compile(r"^result_(\d+)\.txt$")
@@ -90,13 +89,3 @@ def load_system(org_dir: str | None, system: str) -> tuple[dict | None, str | No
     if not isinstance(desc, dict):
         return None, f"systems/{system}.json is not a JSON object"
     return desc, None
-
-
-def is_special(path: str) -> bool:
-    """A FIFO, socket or device (opening it could block forever); folders (a result folder's
-    power/) and broken/looping links are not special: reading them fails, which is reported."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return False
-    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))

@@ -19,6 +19,7 @@ from pathlib import Path
 import yaml
 
 from harness.core.errors import ConfigError
+from harness.core.files import refuse_special
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -183,6 +184,7 @@ def _memory_gib(text: str) -> float | None:
 
 def read_json(path: Path) -> dict:
     path = Path(path)
+    refuse_special(path)
     try:
         d = json.loads(path.read_text())
     except OSError as e:

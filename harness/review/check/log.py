@@ -28,8 +28,8 @@ import time
 import warnings
 from dataclasses import asdict, dataclass, field
 
+from harness.core.files import is_special
 from harness.core.mllog_reader import TOKEN
-from harness.core.tree import is_special
 from harness.review import rules
 from harness.review.check import messages, official
 from harness.review.check.messages import Finding, Scan

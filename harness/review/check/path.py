@@ -6,13 +6,13 @@ import os
 import time
 
 from harness.core.errors import ConfigError
+from harness.core.files import refuse_special
 from harness.review.check.log import (
     LogResult,
     Report,
     check_log,
     display_path,
     has_mllog,
-    is_special,
     log_files,
 )
 from harness.review.pool import pmap
@@ -31,10 +31,7 @@ def check_path(path: str | os.PathLike, ruleset: str | None = None, round_name: 
         )
     if not os.path.lexists(raw):
         raise ConfigError(f"no such file or directory: {raw}")
-    if not os.path.isdir(raw) and is_special(raw):
-        raise ConfigError(
-            f"{raw} is not a regular file (a FIFO, socket or device); give a log file or a folder"
-        )
+    refuse_special(raw, "give a log file or a folder")
     t0 = time.perf_counter()
     if os.path.isdir(raw):
         from harness.review.check.tree import check_tree, find_orgs  # trees only: scoring skips it

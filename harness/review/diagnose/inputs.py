@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import ConfigError
+from harness.core.files import refuse_special
 from harness.core.mllog_reader import read_events
 from harness.core.runfolder import OUTPUT_FILES, read_timings
 from harness.core.tree import load_system
@@ -140,6 +141,7 @@ def load(target: str | Path, accelerators: int | None = None, accelerator: str |
             if not logs:
                 raise ConfigError(f"{p}: not a run folder (no plan.json, timings.jsonl or log)")
     else:
+        refuse_special(p, "give a run folder or an MLPerf log")
         log = p
         run_dir = p.parent if (p.parent / "timings.jsonl").exists() else _run_dir_of_result(p)
     data = RunData(source=str(p), run_dir=run_dir, log_path=log)
@@ -154,6 +156,7 @@ def load(target: str | Path, accelerators: int | None = None, accelerator: str |
         cand = Path(data.plan.log_path) if data.plan else run_dir / "mlperf.log"
         data.log_path = cand if cand.exists() else (run_dir / "mlperf.log")
     if data.log_path is not None and data.log_path.exists():
+        refuse_special(data.log_path, "replace it with the run's MLPerf log")
         data.events = read_events(data.log_path)
     else:
         data.notes.append("no MLPerf log found")

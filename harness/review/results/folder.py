@@ -8,7 +8,8 @@ import glob
 import os
 from dataclasses import dataclass, field
 
-from harness.core.tree import is_special, load_system, read_scaling
+from harness.core.files import is_special
+from harness.core.tree import load_system, read_scaling
 from harness.review import rules
 from harness.review.check.official import quiet_check
 from harness.review.results import energy
