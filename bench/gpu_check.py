@@ -37,7 +37,7 @@ Time plan on one H200 with 16 host cores (estimates: nothing here has run on a G
 Where: any CUDA host after the README's GPU install line, or as it is on the device machine this
 workplace sometimes lends (one H200; Python 3.12, torch 2.11 + CUDA 13, no network; no megatron-core,
 mlperf-logging, diffusers, pydantic, torchao or Transformer Engine) with these wheels carried: 15.3
-MiB of the 64 MiB that may travel (diffusers 6.1, torchao 3.1, megatron-core 0.19.2 2.3, pydantic-core 2.2); torch is never reinstalled; Transformer Engine has no wheel
+MiB of the 64 MiB that may travel (diffusers 6.1, torchao 3.1, megatron-core 2.3, pydantic-core 2.2); torch is never reinstalled; Transformer Engine has no wheel
 that fits, so its rows say `skipped` and FP8 GPT-3 is measured through `_scaled_mm`. Once, here:
 
     echo /.whl/ >> .git/info/exclude

@@ -3,8 +3,8 @@
 megatron-core has no CPU path; it calls `torch.cuda.*` and uses `device="cuda"` literals in a few
 places, checks dtypes as `param.type() == "torch.cuda.FloatTensor"`, and its torch-norm fallback
 refuses sequence parallel. `enable()` maps exactly those to the CPU and returns the number of
-patches applied (12; 11 on a CPU-only torch build). When CUDA is available it does nothing at all and returns 0: the GPU path
-runs megatron-core untouched.
+patches applied (12; 11 on a CPU-only torch build). When CUDA is available it does nothing at all
+and returns 0: the GPU path runs megatron-core untouched.
 
     from reference_impls.gpt3 import cpu_compat
     cpu_compat.enable()          # before building the model; idempotent

@@ -30,6 +30,7 @@ import shutil
 import tempfile
 import time
 
+from harness.core.files import is_special
 from harness.core.mllog_reader import TOKEN
 from harness.core.tree import find_result_dirs, load_system, read_scaling
 from harness.review import rules
@@ -39,7 +40,6 @@ from harness.review.check.log import (
     captured_official_output,
     check_log,
     display_path,
-    is_special,
     log_files,
 )
 from harness.review.check.messages import MAX_LINE, Finding
