@@ -57,9 +57,14 @@ class Runtime:
         (gloo) it costs microseconds, every step."""
         if self.world_size > 1 and self.device != "cpu" and step % every_on_gpu:
             return False
-        if self.any_rank(self.stop_requested):
+        # Return the agreed value, never the local flag read again: a signal handled right after
+        # the all-reduce returns sets the flag on this rank only, and that rank would stop alone
+        # while the others run into the next step's collective ("Connection closed by peer").
+        # The late signal is agreed at the next boundary instead.
+        agreed = self.any_rank(self.stop_requested)
+        if agreed:
             self.stop_requested = True
-        return self.stop_requested
+        return agreed
 
     def any_rank(self, flag: bool) -> bool:
         """True on every rank when `flag` is True on any of them (a collective: all ranks call it)."""
