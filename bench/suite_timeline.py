@@ -3,8 +3,10 @@
     rm -f /tmp/tl.tsv && MLPERF_TEST_TIMELINE=/tmp/tl.tsv python -m pytest -q
     python bench/suite_timeline.py /tmp/tl.tsv [--min-s 4]
 
-tests/conftest.py appends one line per test (worker, start, stop, nodeid) when
-MLPERF_TEST_TIMELINE is set. This prints, per worker, its busy seconds, when it finished, and every
+tests/conftest.py appends one line per test (worker, start, stop, CPU seconds, nodeid) when
+MLPERF_TEST_TIMELINE is set; the CPU seconds are the worker's own and its waited-for children's
+(training processes), so a test whose CPU is far below its wall time was waiting (sleeps, polls,
+a lock, a scheduler) and one far above used both cores. This prints, per worker, its busy seconds, when it finished, and every
 test longer than --min-s with its start offset: a worker that finishes long before the other shows
 an unbalanced order (conftest LONGEST_FIRST); a test far longer than its own work is waiting on a
 once_per_run lock the other worker holds.
@@ -23,18 +25,21 @@ def main() -> None:
     args = ap.parse_args()
     rows = []
     for line in args.timeline.read_text().splitlines():
-        worker, start, stop, nodeid = line.split("\t", 3)
-        rows.append((worker, float(start), float(stop), nodeid))
+        worker, start, stop, cpu, nodeid = line.split("\t", 4)
+        rows.append((worker, float(start), float(stop), float(cpu), nodeid))
     t0 = min(r[1] for r in rows)
     end = max(r[2] for r in rows) - t0
     print(f"{len(rows)} tests, {end:.0f} s from the first start to the last stop")
     for worker in sorted({r[0] for r in rows}):
         mine = sorted((r for r in rows if r[0] == worker), key=lambda r: r[1])
-        busy = sum(r[2] - r[1] for r in mine)
-        print(f"== {worker}: busy {busy:.0f} s, done at {mine[-1][2] - t0:.0f} s")
-        for _, start, stop, nodeid in mine:
+        busy, cpu = sum(r[2] - r[1] for r in mine), sum(r[3] for r in mine)
+        print(f"== {worker}: busy {busy:.0f} s, CPU {cpu:.0f} s, done at {mine[-1][2] - t0:.0f} s")
+        print(f"{'start':>7s} {'wall':>6s} {'CPU':>6s}")
+        for _, start, stop, cpu, nodeid in mine:
             if stop - start >= args.min_s:
-                print(f"{start - t0:7.1f} {stop - start:6.1f}  {nodeid}")
+                print(f"{start - t0:7.1f} {stop - start:6.1f} {cpu:6.1f}  {nodeid}")
+    total = sum(r[3] for r in rows)
+    print(f"CPU {total:.0f} s in all: {total / end:.2f} cores busy on average")
 
 
 if __name__ == "__main__":

@@ -103,12 +103,24 @@ _TIMELINE = os.environ.get("MLPERF_TEST_TIMELINE")
 
 
 if _TIMELINE:
+    import resource as _resource
     import time as _time
+
+    def _cpu_s() -> float:
+        """CPU seconds of this worker and of every child process it has waited for (a child's
+        rusage includes its own waited-for children: torchrun's ranks, sbatch's none)."""
+        return sum(
+            r.ru_utime + r.ru_stime
+            for r in (
+                _resource.getrusage(_resource.RUSAGE_SELF),
+                _resource.getrusage(_resource.RUSAGE_CHILDREN),
+            )
+        )
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(item, nextitem):
-        t0 = _time.time()
+        t0, c0 = _time.time(), _cpu_s()
         yield
         worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         with open(_TIMELINE, "a") as f:
-            f.write(f"{worker}\t{t0:.2f}\t{_time.time():.2f}\t{item.nodeid}\n")
+            f.write(f"{worker}\t{t0:.2f}\t{_time.time():.2f}\t{_cpu_s() - c0:.2f}\t{item.nodeid}\n")
