@@ -14,7 +14,7 @@ import sys
 import click
 
 from harness import __version__
-from harness.core.errors import EXIT_CODES, INTERNAL, INTERRUPTED, HarnessError
+from harness.core.errors import EXIT_CODES, INTERNAL, INTERRUPTED, USAGE, HarnessError
 
 # command name -> "module:attribute" (a click.Command); order = order in --help
 COMMANDS = {
@@ -68,6 +68,16 @@ def cli(ctx, debug):
     ctx.ensure_object(dict)["debug"] = debug
 
 
+def _click_message(e: click.ClickException) -> str:
+    """click's usage message as the contract's one line: the cause, then where the help is (click
+    prints `Usage: ...`, `Try ...`, a blank line and `Error: ...` instead)."""
+    msg = " ".join(e.format_message().split())
+    ctx = getattr(e, "ctx", None)
+    if isinstance(e, click.UsageError) and ctx is not None:
+        msg += f" (see '{ctx.command_path} --help')"
+    return msg
+
+
 def main(argv=None):
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
@@ -76,8 +86,9 @@ def main(argv=None):
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except click.ClickException as e:
-        e.show()
-        sys.exit(e.exit_code)
+        click.echo(f"error: {_click_message(e)}", err=True)
+        # click's own errors are all bad input (usage, a --file it could not open): never exit 1
+        sys.exit(USAGE if e.exit_code == INTERNAL else e.exit_code)
     except click.exceptions.Abort:
         click.echo("error: interrupted", err=True)
         sys.exit(INTERRUPTED)

@@ -96,6 +96,16 @@ BAD = [
 ]
 
 
+# click's own usage errors keep the contract too: one `error:` line (not click's Usage/Try/Error
+# block), exit 2, with where the help is
+BAD += [
+    (["run", "gpt3", "--runs", "abc"], "error: Invalid value for '--runs': 'abc' is not a valid integer"),
+    (["bogus"], "error: No such command 'bogus'. (see 'mlperf --help')"),
+    (["run"], "error: Missing argument 'BENCHMARK'. (see 'mlperf run --help')"),
+    (["results", "score", "--nope"], "error: No such option '--nope'"),
+]
+
+
 @pytest.mark.parametrize("args, message", BAD)
 def test_bad_input_exits_2_with_one_line(mlperf, args, message):
     r = mlperf(*args)
