@@ -52,13 +52,18 @@ def check(path, ruleset, round_name, as_json):
       mlperf check results/MyOrg            # a submitter folder: every checker
       mlperf check logs/ --json             # CI: one JSON document, exit 4 on failure
 
-    Exit codes: 0 all pass, 4 some check failed, 2 bad usage.
+    Exit codes: 0 all pass, 4 some check failed (stderr's last line: `error:` and the first
+    finding with its file), 2 bad usage.
     """
     report = check_path(path, ruleset, round_name)
     if as_json:
         sys.stdout.write(json.dumps(report.to_json(), indent=1, default=str) + "\n")
     else:
         render(report)
+    line = report.failure_line()
+    if line:  # after the table: stderr's last line says what failed and where (exit 4)
+        sys.stdout.flush()
+        sys.stderr.write(f"error: {' '.join(line.split())}\n")
     return report.exit_code
 
 

@@ -82,12 +82,16 @@ def test_cli_directory_json_and_exit_code():
     assert doc["schema_version"] == 1 and doc["kind"] == "logs"
     assert doc["counts"]["logs"] == len(EXPECTED)
     assert doc["counts"]["logs_failed"] == sum(not p for p, _ in EXPECTED.values())
+    # exit 4: stderr ends with one error line, the first finding with its file (stdout stays JSON)
+    last = r.stderr.strip().splitlines()[-1]
+    first = next(f for f in check_path(str(LOGS)).all_findings() if f.severity == "error")
+    assert last.startswith("error: check failed (") and f"first: {first.file}:" in last, r.stderr
 
 
 def test_cli_single_passing_log_exits_0():
     r = CliRunner().invoke(check, [str(LOGS / "closed_gnn.txt")], standalone_mode=False)
     assert r.return_value == 0, r.output
-    assert "all checks passed" in r.stdout
+    assert "all checks passed" in r.stdout and r.stderr == ""
 
 
 def test_nvidia_llama2_logs_pass():

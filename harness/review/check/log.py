@@ -272,6 +272,21 @@ class Report:
     def all_findings(self) -> list[Finding]:
         return [f for r in self.logs for f in r.findings] + self.findings
 
+    def failure_line(self) -> str | None:
+        """The contract's one line for exit 4: how much failed and the first error with its file
+        (None when everything passed). `mlperf check` ends stderr with it, so a CI log that shows
+        only stderr still says what is wrong and where."""
+        if self.passed:
+            return None
+        errors = [f for f in self.all_findings() if f.severity == "error"]
+        failing = [r for r in self.logs if not r.passed]
+        counts = f"{len(errors)} errors, {len(failing)} of {len(self.logs)} logs failing"
+        if errors:
+            first = errors[0]
+            where = f"{first.file}:{first.line}" if first.line else first.file
+            return f"check failed ({counts}); first: {where}: [{first.tool}] {first.message}"
+        return f"check failed ({counts}); first: {failing[0].path}"
+
     def to_json(self) -> dict:
         return {
             "schema_version": SCHEMA_VERSION,
