@@ -198,3 +198,26 @@ def test_closed_rcp_failure_reports_the_numbers(tmp_path):
     seeds = [f for f in rep.findings if f.tool == "seed"]
     assert len(seeds) == 9 and all(f.file.endswith(".txt") for f in seeds)  # same seed on the same line
     assert rep.exit_code == 4
+
+
+def test_a_result_that_is_a_directory_and_impossible_counts_are_findings(tmp_path):
+    """Both passed before: the package checker globs result_*.txt and silently dropped the
+    directory ("all checks passed: 2 logs"), and the official system-description checker takes
+    any string for a count."""
+    org = tmp_path / "MyOrg"
+    shutil.copytree(TINY_TREE / "MyOrg", org)
+    result = org / "results" / "cpu-local" / "gpt3" / "result_2.txt"
+    result.unlink()
+    result.mkdir()
+    desc_path = org / "systems" / "cpu-local.json"
+    desc = json.loads(desc_path.read_text())
+    desc_path.write_text(json.dumps({**desc, "number_of_nodes": "-4", "accelerators_per_node": "0"}))
+    rep = check_path(org)
+    lines = [f.one_line() for f in rep.all_findings() if f.severity == "error"]
+    assert any(
+        x.startswith("results/cpu-local/gpt3/result_2.txt: error:") and "not a file" in x for x in lines
+    )
+    assert any("found 2, expected 3" in x for x in lines), lines  # the package checker now sees it
+    for key, value in (("number_of_nodes", "-4"), ("accelerators_per_node", "0")):
+        assert any(x.startswith("systems/cpu-local.json") and f'"{key}" is "{value}"' in x for x in lines)
+    assert rep.exit_code == 4

@@ -57,4 +57,47 @@ def check_system_json(path: str, ruleset: str, display: str) -> tuple[bool, list
             else:
                 fix = "correct the field as the message says"
             findings.append(Finding(display, None, "system-desc", "error", r, fix, detail=msg))
+    findings += _count_findings(path, display)
     return valid and not findings, findings
+
+
+# Counts the official checker takes as any string; a training system has at least one of each.
+# (Which processor/accelerator, memory and the like stay free text, as the rules have them.)
+POSITIVE_COUNTS = (
+    "number_of_nodes",
+    "accelerators_per_node",
+    "host_processors_per_node",
+    "host_processor_core_count",
+)
+
+
+def _count_findings(path: str, display: str) -> list[Finding]:
+    """A count that is not a whole number >= 1 (`"-4"`, `"0"`, `"8.5"`, `"eight"`) is an error:
+    the results table would show it and the scoring of a closed result divides by it."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            desc = json.load(f)
+    except (OSError, ValueError):
+        return []  # unreadable or not JSON: the official checker's crash finding says so
+    if not isinstance(desc, dict):
+        return []
+    out = []
+    for key in POSITIVE_COUNTS:
+        v = desc.get(key)
+        if not isinstance(v, str) or not v.strip():
+            continue  # missing or not a string: the official checker reports that
+        if not (v.strip().isdigit() and len(v.strip()) <= 7 and int(v) >= 1):
+            out.append(
+                Finding(
+                    display,
+                    None,
+                    "system-desc",
+                    "error",
+                    f'"{key}" is "{v[:40]}": a count must be a whole number >= 1',
+                    f'write it as a string of digits, e.g. "{key}": "8" (`mlperf systems export` '
+                    "writes the descriptor's values)",
+                )
+            )
+    return out

@@ -157,18 +157,26 @@ def check_result_dir(
     desc, problem = _load_system(org, system)
     exclude = set()
     for name in sorted(os.listdir(result_dir)):
-        if is_special(os.path.join(result_dir, name)):  # a FIFO would block the official tools forever
-            exclude.add(name)
-            findings.append(
-                Finding(
-                    display_path(os.path.join(result_dir, name), base),
-                    None,
-                    "harness",
-                    "error",
-                    "not a regular file (a FIFO, socket or device): not given to the package checker",
-                    "replace it with the log file",
-                )
+        entry = os.path.join(result_dir, name)
+        if is_special(entry):  # a FIFO would block the official tools forever
+            what = "not a regular file (a FIFO, socket or device)"
+        elif name.startswith("result_") and not os.path.isfile(entry):  # e.g. a directory
+            # the package checker globs result_*.txt and drops what it cannot open, so one
+            # result fewer would pass unnoticed
+            what = "a result log that is not a file (a directory or a dangling link)"
+        else:
+            continue
+        exclude.add(name)
+        findings.append(
+            Finding(
+                display_path(entry, base),
+                None,
+                "harness",
+                "error",
+                f"{what}: not given to the package checker",
+                "replace it with the log file",
             )
+        )
     for f in files:
         n = _has_long_line(f)
         if n:
