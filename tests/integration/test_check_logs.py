@@ -120,6 +120,27 @@ def test_string_value_for_a_numeric_key_is_explained(tmp_path):
     assert "global_batch_size" in f.message and "wrong type" in f.fix and f.line
 
 
+def test_a_run_stop_timed_before_its_run_start_is_an_error(tmp_path):
+    """The compliance checker tests the order of lines, not of their times: this log passed it,
+    with a negative time-to-train (`results score` rejected the same run)."""
+    lines = []
+    for line in (LOGS / "closed_gpt3.txt").read_text().splitlines():
+        if ":::MLLOG " in line:
+            rec = json.loads(line.split(":::MLLOG ", 1)[1])
+            if rec["key"] == "run_start":
+                start = rec["time_ms"]
+            if rec["key"] == "run_stop":
+                rec["time_ms"] = start - 1000
+                line = ":::MLLOG " + json.dumps(rec)
+        lines.append(line)
+    p = tmp_path / "log.txt"
+    p.write_text("\n".join(lines) + "\n")
+    res = check_log(p)
+    (f,) = [f for f in res.findings if f.severity == "error"]
+    assert not res.passed and f.tool == "harness" and f.line == len(lines)  # run_stop: the last line
+    assert "run_stop time_ms" in f.message and "1000 ms before run_start" in f.message
+
+
 def test_tiny_log_uses_the_tiny_rules():
     from harness.review.check.log import tiny_rules_path
 

@@ -221,6 +221,7 @@ def check_log(
                 detail="\n".join(f.detail for f in res.findings),
             )
         ]
+    res.findings += messages.interval_findings(scan, display)
     if crash is not None:
         res.crashed = True
         res.findings.append(messages.explain_crash(crash, fatal, scan, display, raw))

@@ -45,7 +45,38 @@ class Scan:
     first_value: dict = field(default_factory=dict)
     bad: list = field(default_factory=list)  # (file line, why, fatal) fatal = crashes the checker
     too_long: list = field(default_factory=list)  # (file line, length)
+    times: dict = field(default_factory=dict)  # interval key -> [(file line, time_ms), ...]
     error: str | None = None  # cannot read
+
+
+# The intervals time-to-train is made of: a stop before its start is a negative time, which the
+# official compliance checker does not test (it checks the order of lines, not of their times).
+# Other lines may go back in time legitimately: NVIDIA's v4.0 SD logs write evaluations done
+# after training with earlier timestamps (up to ~1 h back).
+INTERVALS = (("init_start", "init_stop"), ("run_start", "run_stop"))
+INTERVAL_KEYS = {k for pair in INTERVALS for k in pair}
+
+
+def interval_findings(s: Scan, display: str) -> list[Finding]:
+    """A run_stop (init_stop) whose time_ms is before the run_start (init_start) it closes."""
+    out = []
+    for start, stop in INTERVALS:
+        if not (s.times.get(start) and s.times.get(stop)):
+            continue
+        (n0, t0), (n1, t1) = s.times[start][0], s.times[stop][-1]
+        if t1 < t0:
+            out.append(
+                Finding(
+                    display,
+                    n1,
+                    "harness",
+                    "error",
+                    f"{stop} time_ms {t1} is {t0 - t1} ms before {start} (line {n0}): the interval "
+                    "would be negative",
+                    "the clock went back or the lines were edited: rerun, or restore the original times",
+                )
+            )
+    return out
 
 
 def scan(path: str) -> Scan:
@@ -69,6 +100,8 @@ def scan(path: str) -> Scan:
                     continue
                 s.keys.setdefault(m["key"], []).append(idx)
                 s.first_value.setdefault(m["key"], m["value"])
+                if m["key"] in INTERVAL_KEYS and isinstance(m.get("time_ms"), (int, float)):
+                    s.times.setdefault(m["key"], []).append((n, m["time_ms"]))
     except OSError as e:
         s.error = e.strerror or str(e)
     return s
