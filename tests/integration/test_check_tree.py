@@ -221,3 +221,23 @@ def test_a_result_that_is_a_directory_and_impossible_counts_are_findings(tmp_pat
     for key, value in (("number_of_nodes", "-4"), ("accelerators_per_node", "0")):
         assert any(x.startswith("systems/cpu-local.json") and f'"{key}" is "{value}"' in x for x in lines)
     assert rep.exit_code == 4
+
+
+def test_a_dangling_scaling_json_link_is_not_written_through(tmp_path):
+    """The RCP step writes scaling.json; the mirror linked it, so a dangling link's target was
+    created by a command that only reads (here beside the org folder)."""
+    src = V40 / "NVIDIA"
+    org = tmp_path / "NVIDIA"
+    system = "eos_n8_ngc24.04_nemo"
+    shutil.copytree(src / "results" / system, org / "results" / system)
+    (org / "systems").mkdir()
+    shutil.copyfile(src / "systems" / f"{system}.json", org / "systems" / f"{system}.json")
+    scaling = org / "results" / system / "llama2_70b_lora" / "scaling.json"
+    scaling.unlink()
+    scaling.symlink_to("../../../../made_by_check.json")
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    rep = check_path(org)
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before  # nothing made, inside or beside
+    assert scaling.is_symlink() and not scaling.exists()
+    lines = [f.one_line() for f in rep.all_findings()]
+    assert any("scaling.json is a link or not a file" in x for x in lines), lines

@@ -106,8 +106,11 @@ def _mirror(tmp: str, org: str, result_dir: str, exclude: set[str]) -> tuple[str
         src, dst = os.path.join(result_dir, name), os.path.join(mdir, name)
         if name in exclude:
             continue
-        if name == "scaling.json" and os.path.isfile(src):
-            shutil.copyfile(src, dst)
+        if name == "scaling.json":
+            # the RCP step writes scaling.json: a copy, never a link, or it would write through
+            # the link into (or beyond) the tree it only reads (a dangling link's target was made)
+            if os.path.isfile(src) and not os.path.islink(src):
+                shutil.copyfile(src, dst)
         else:
             os.symlink(src, dst)
             mapping[dst] = src
@@ -160,6 +163,19 @@ def check_result_dir(
         entry = os.path.join(result_dir, name)
         if is_special(entry):  # a FIFO would block the official tools forever
             what = "not a regular file (a FIFO, socket or device)"
+        elif name == "scaling.json" and (os.path.islink(entry) or not os.path.isfile(entry)):
+            findings.append(
+                Finding(
+                    display_path(entry, base),
+                    None,
+                    "harness",
+                    "warning",
+                    "scaling.json is a link or not a file: not given to the RCP checker, which "
+                    "computes its own (the tree is not written to)",
+                    "commit scaling.json as a regular file (the RCP checker's output)",
+                )
+            )
+            continue
         elif name.startswith("result_") and not os.path.isfile(entry):  # e.g. a directory
             # the package checker globs result_*.txt and drops what it cannot open, so one
             # result fewer would pass unnoticed
