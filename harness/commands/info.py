@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from harness.commands import options as opt
 from harness.core.errors import OK
 
 
@@ -113,9 +114,7 @@ def systems_validate(file):
 
 @systems.command("export")
 @click.argument("name")
-@click.option(
-    "-o", "--output", type=click.Path(dir_okay=False), help="Write here (atomically) instead of stdout."
-)
+@click.option("-o", "--output", type=opt.OUT_FILE, help="Write here (atomically) instead of stdout.")
 def systems_export(name, output):
     """Write the official MLPerf system-description JSON for NAME."""
     from harness.resolve import systems as sysmod

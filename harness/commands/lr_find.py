@@ -22,10 +22,10 @@ from harness.core.errors import OK
     "--results-dir",
     default="results",
     show_default=True,
-    type=click.Path(file_okay=False),
+    type=opt.OUT_FOLDER,
     help="Artifacts go to RESULTS_DIR/lr-find/<bench>/<system>/<stamp>/ (never the submission tree).",
 )
-@click.option("--out-dir", type=click.Path(file_okay=False), help="Exact folder for the artifacts instead.")
+@click.option("--out-dir", type=opt.OUT_FOLDER, help="Exact folder for the artifacts instead.")
 @opt.data_dir
 @opt.sets
 @opt.nproc_per_node

@@ -5,6 +5,29 @@ from __future__ import annotations
 
 import click
 
+from harness.core.errors import ConfigError
+from harness.core.files import check_output_path
+
+
+class OutPath(click.Path):
+    """An output file or folder, checked when the option is parsed (core/files.py
+    check_output_path), so a path under a regular file is a usage error before any work."""
+
+    def __init__(self, folder: bool):
+        super().__init__(file_okay=not folder, dir_okay=folder)
+        self.folder = folder
+
+    def convert(self, value, param, ctx):
+        value = super().convert(value, param, ctx)
+        try:
+            check_output_path(value, folder=self.folder)  # click names the option
+        except ConfigError as e:
+            self.fail(str(e), param, ctx)
+        return value
+
+
+OUT_FILE, OUT_FOLDER = OutPath(folder=False), OutPath(folder=True)
+
 system = click.option(
     "--system",
     "system",

@@ -17,6 +17,7 @@ import sys
 
 import click
 
+from harness.commands import options as opt
 from harness.core.errors import ConfigError
 
 
@@ -47,9 +48,7 @@ from harness.core.errors import ConfigError
 @click.option("--nproc-per-node", type=int, help="Processes per node, as `mlperf run --nproc-per-node`.")
 @click.option("--global-batch-size", "gbs", type=int, metavar="N", help="Plan for this global batch only.")
 @click.option("--calibrate", is_flag=True, help="Fit this system's mlperf-harness constants on RUN_DIRs.")
-@click.option(
-    "--out", "out_file", type=click.Path(dir_okay=False), metavar="FILE", help="Where --calibrate writes."
-)
+@click.option("--out", "out_file", type=opt.OUT_FILE, metavar="FILE", help="Where --calibrate writes.")
 @click.option(
     "--calibration", "cal_file", type=click.Path(dir_okay=False), metavar="FILE", help="Use this calibration."
 )
@@ -58,9 +57,7 @@ from harness.core.errors import ConfigError
     "--explain", is_flag=True, help="Show each term of the best layout's step time with its formula."
 )
 @click.option("--top", default=5, show_default=True, type=click.IntRange(1, 100), help="Layouts to show.")
-@click.option(
-    "--plot", "plot_path", type=click.Path(dir_okay=False), metavar="FILE.png", help="Also draw time vs size."
-)
+@click.option("--plot", "plot_path", type=opt.OUT_FILE, metavar="FILE.png", help="Also draw time vs size.")
 def plan(bench, run_dirs, system_name, system_json, stack, size, sets, nproc_per_node, gbs, calibrate, out_file,
          cal_file, as_json, explain, top, plot_path):  # fmt: skip
     """Choose the parallel layout, check memory and predict time-to-train of BENCH on a system.

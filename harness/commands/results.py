@@ -14,6 +14,7 @@ import sys
 
 import click
 
+from harness.commands import options as opt
 from harness.core.errors import ConfigError
 
 SCHEMA_VERSION = 1
@@ -49,7 +50,7 @@ def _warn(rows):
 @results.command("score")
 @click.argument("path", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Also write one CSV row per result.")
+@click.option("--csv", "csv_path", type=opt.OUT_FILE, help="Also write one CSV row per result.")
 @click.option("--runs/--no-runs", "with_runs", default=True, help="Include per-run details in --json.")
 @_ruleset_opt
 @click.option(
@@ -175,7 +176,7 @@ def _write_csv(rows, path):
 @click.option("--round", "round_name", required=True, help="Round name, e.g. v5.0 (also sets the ruleset).")
 @_ruleset_opt
 @click.option("--check/--no-check", default=True, help="Compliance-check every log (default), as `score`.")
-@click.option("--db", default=None, help="Results database folder (default results/db).")
+@click.option("--db", default=None, type=opt.OUT_FOLDER, help="Results database folder (default results/db).")
 @click.option("--json", "as_json", is_flag=True)
 def ingest(round_root, round_name, ruleset, check, db, as_json):
     """Score a published round (<root>/<Org>/results/...) into results/db/<round>/ (parquet).
@@ -221,7 +222,7 @@ def ingest(round_root, round_name, ruleset, check, db, as_json):
 @click.option(
     "--plot",
     "plot_path",
-    type=click.Path(dir_okay=False),
+    type=opt.OUT_FILE,
     help="Write a PNG of time vs scale, one panel a round.",
 )
 @click.option("--db", default=None, help="Results database folder (default results/db).")

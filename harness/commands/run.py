@@ -19,7 +19,7 @@ SCHEMA_VERSION = 1
 @opt.size
 @click.option("--runs", type=int, help="Runs to make (default: the official count: 3 gpt3, 10 others).")
 @click.option("--seed", type=int, help="Seed of the first run; run i uses seed+i (default: random).")
-@click.option("--results-dir", default="results", show_default=True, type=click.Path(file_okay=False))
+@click.option("--results-dir", default="results", show_default=True, type=opt.OUT_FOLDER)
 @opt.data_dir
 @opt.sets
 @opt.nproc_per_node

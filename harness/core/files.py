@@ -1,5 +1,6 @@
-"""Atomic file writes (a reader sees the old file or the new one, never half of either), and the
-one test for input paths that are not files at all (FIFOs, sockets, devices)."""
+"""Atomic file writes (a reader sees the old file or the new one, never half of either), the one
+test for input paths that are not files at all (FIFOs, sockets, devices), and the one test that an
+output path can be written before the work that fills it starts."""
 
 from __future__ import annotations
 
@@ -28,6 +29,28 @@ def refuse_special(path: str | os.PathLike, fix: str = "give the file itself") -
     for a user who named the wrong path), a device could be endless. One line (exit 2) instead."""
     if is_special(path):
         raise ConfigError(f"{os.fspath(path)} is not a regular file (a FIFO, socket or device); {fix}")
+
+
+def check_output_path(path: str | os.PathLike, *, folder: bool, what: str = "") -> None:
+    """Before any work: can `path` (a file, or a folder when `folder`) be written? A path under a
+    regular file, a file where a folder is wanted (or the reverse), a dangling link on the way or a
+    read-only parent raise one ConfigError line, instead of a crash after the work is done."""
+    p = Path(os.path.abspath(path))
+    shown = f"{what} {os.fspath(path)}".strip()
+    if p.exists():
+        if folder and not p.is_dir():
+            raise ConfigError(f"{shown}: is a file, not a folder; give a folder (or a new path)")
+        if not folder and p.is_dir():
+            raise ConfigError(f"{shown}: is a folder; give a file path")
+    base = p if folder and p.is_dir() else p.parent
+    while not base.exists():
+        if base.is_symlink():
+            raise ConfigError(f"{shown}: {base} is a dangling link; remove it or choose another path")
+        base = base.parent
+    if not base.is_dir():
+        raise ConfigError(f"{shown}: {base} is a file, so nothing can be made under it; choose another path")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise ConfigError(f"{shown}: {base} is not writable; choose a path you can write to")
 
 
 def atomic_write_bytes(path: str | Path, write: Callable | bytes) -> None:

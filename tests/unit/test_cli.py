@@ -106,6 +106,50 @@ BAD += [
 ]
 
 
+# Output paths are checked when the option is parsed: under a regular file every one of these
+# crashed with exit 1 after (or during) the work. {F} is a regular file made by the test.
+UNDER_A_FILE = [
+    ["systems", "export", "dgx-h100x8", "-o", "{F}/x.json"],
+    ["results", "score", "tests/data/tiny_tree/MyOrg", "--csv", "{F}/x.csv"],
+    ["run", "gpt3", "--results-dir", "{F}/sub", "--runs", "1"],
+    ["lr-find", "gpt3", "--out-dir", "{F}/sub"],
+    ["results", "ingest", "tests/data/tiny_tree", "--round", "v4.0", "--db", "{F}/db"],
+    ["plan", "gpt3", "--plot", "{F}/p.png"],
+    ["results", "compare", "gpt3", "--plot", "{F}/p.png"],
+]
+
+
+@pytest.mark.parametrize("args", UNDER_A_FILE, ids=lambda a: " ".join(a[:2]))
+def test_an_output_path_under_a_file_exits_2_before_any_work(mlperf, tmp_path, args):
+    f = tmp_path / "F"
+    f.write_text("a file, not a folder\n")
+    r = mlperf(*[a.replace("{F}", str(f)) for a in args])
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("error: Invalid value for") and f"{f} is a file, so nothing can be made" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["F"] and f.read_text() == "a file, not a folder\n"
+
+
+def test_output_path_rules(tmp_path):
+    from harness.core.errors import ConfigError
+    from harness.core.files import check_output_path
+
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    check_output_path(tmp_path / "new" / "deeper" / "x.csv", folder=False)  # made by the writer
+    check_output_path(tmp_path / "dir", folder=True)
+    check_output_path(tmp_path / "file", folder=False)  # replaced atomically
+    for path, folder, why in (
+        (tmp_path / "file", True, "is a file, not a folder"),
+        (tmp_path / "dir", False, "is a folder; give a file path"),
+        (tmp_path / "dangling" / "x", False, "is a dangling link"),
+        (tmp_path / "file" / "a" / "b", True, "is a file, so nothing can be made under it"),
+    ):
+        with pytest.raises(ConfigError, match=why):
+            check_output_path(path, folder=folder)
+
+
 @pytest.mark.parametrize("args, message", BAD)
 def test_bad_input_exits_2_with_one_line(mlperf, args, message):
     r = mlperf(*args)
