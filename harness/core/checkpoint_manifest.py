@@ -97,8 +97,8 @@ def verify(
         manifest = json.loads(mpath.read_text())
     except FileNotFoundError:
         raise CheckpointError(f"{path}: no {MANIFEST} (checkpoint was not completed)") from None
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"{mpath}: unreadable manifest ({e})") from None
+    except (OSError, ValueError) as e:  # ValueError: broken JSON, not UTF-8, a 5,000-digit number
+        raise CheckpointError(f"{mpath}: unreadable manifest ({str(e)[:200]})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise CheckpointError(f"{mpath}: not a {FORMAT} manifest")
     if manifest.get("version") not in READABLE_VERSIONS:
@@ -113,6 +113,9 @@ def verify(
     ranks = manifest.get("world_size")
     if not isinstance(files, dict) or not isinstance(ranks, int):
         raise CheckpointError(f"{mpath}: no file list or world size")
+    for name, info in files.items():  # an edited or foreign manifest: every entry has its size
+        if not isinstance(info, dict) or type(info.get("bytes")) is not int or info["bytes"] < 0:
+            raise CheckpointError(f"{mpath}: file {name[:80]!r} has no byte count")
     unlisted = [rank_file(r) for r in range(ranks) if rank_file(r) not in files]
     if unlisted:
         raise CheckpointError(f"{mpath}: lists no {unlisted[0]} for world size {ranks}")

@@ -8,13 +8,12 @@ YAML; the plan's `task` says what the process does (train, prepare data, or an L
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Literal
 
 from harness.core.files import atomic_write
 from harness.core.layout import Layout
-from harness.core.schema import Strict
+from harness.core.schema import Strict, load_json, validate
 
 
 class Submission(Strict):
@@ -62,4 +61,6 @@ class RunPlan(Strict):
 
     @classmethod
     def load(cls, path: Path) -> RunPlan:
-        return cls.model_validate(json.loads(Path(path).read_text()))
+        """The plan in `path`; a truncated, edited or foreign plan.json is one ConfigError line
+        naming the file and the field (a resumed run reads a folder the user may have touched)."""
+        return validate(cls, load_json(Path(path), "a run plan (plan.json)"), str(path))

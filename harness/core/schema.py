@@ -1,7 +1,8 @@
-"""Shared pydantic base and YAML loading with one-line, file-and-field error messages."""
+"""Shared pydantic base and YAML/JSON loading with one-line, file-and-field error messages."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,28 @@ class Strict(BaseModel):
     """Unknown keys are refused; models are immutable once validated."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+def load_json(path: Path, what: str = "a JSON object") -> dict[str, Any]:
+    """Read a JSON object: every way a file can fail to be one (unreadable, a FIFO, not UTF-8,
+    broken JSON, a number over Python's 4,300-digit limit, not an object) is one ConfigError
+    naming the file; `what` says what was expected there."""
+    refuse_special(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}); expected {what}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path}: not JSON ({e.msg} at line {e.lineno}); expected {what}") from None
+    except ValueError as e:  # e.g. an integer of more than 4,300 digits
+        raise ConfigError(f"{path}: not usable JSON ({str(e).split(';')[0]}); expected {what}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected {what}, found a JSON {type(data).__name__}")
+    return data
 
 
 def load_yaml(path: Path) -> dict[str, Any]:

@@ -10,7 +10,6 @@ data/accelerators.yaml (see its header for the rules).
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -19,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from harness.core.errors import ConfigError
-from harness.core.files import refuse_special
+from harness.core.schema import load_json
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -183,17 +182,7 @@ def _memory_gib(text: str) -> float | None:
 
 
 def read_json(path: Path) -> dict:
-    path = Path(path)
-    refuse_special(path)
-    try:
-        d = json.loads(path.read_text())
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
-    if not isinstance(d, dict):
-        raise ConfigError(f"{path}: not a system-description JSON object")
-    return d
+    return load_json(Path(path), "a system-description JSON object")
 
 
 def from_description(d: dict, name: str, where: str = "") -> Hardware:

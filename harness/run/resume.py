@@ -56,7 +56,15 @@ def resume_plan(run_dir: str | Path, apply: bool = True) -> RunPlan:
             f"stop them (or wait) before --resume"
         )
     log_path = Path(plan.log_path)
-    data = log_path.read_bytes() if log_path.exists() else b""
+    if log_path.exists() and not log_path.is_file():
+        raise ConfigError(
+            f"{run_dir}: the plan's log_path {log_path} is not a file (a folder?); put the run's "
+            "mlperf.log back there, or start a new run"
+        )
+    try:
+        data = log_path.read_bytes() if log_path.exists() else b""
+    except OSError as e:
+        raise ConfigError(f"{run_dir}: cannot read the run's log {log_path} ({e.strerror})") from None
     lines = data.splitlines(keepends=True)
     events = events_of(lines)
     keys = [e.get("key") for e in events]
@@ -71,7 +79,8 @@ def resume_plan(run_dir: str | Path, apply: bool = True) -> RunPlan:
         why = "; ".join(problems) if problems else f"none in {checkpoint_root(plan.run_dir)}"
         raise ConfigError(f"{run_dir}: no usable checkpoint ({why}); start a new run")
 
-    offset = found.manifest.get("meta", {}).get("log_offset")
+    meta = found.manifest.get("meta")
+    offset = meta.get("log_offset") if isinstance(meta, dict) else None
     if isinstance(offset, int) and 0 < offset <= len(data):
         keep, tail = data[:offset], data[offset:]
     else:  # no offset recorded: drop only the end-of-run lines and a torn last line
