@@ -14,9 +14,11 @@ from harness.core.files import refuse_special
 
 
 class Strict(BaseModel):
-    """Unknown keys are refused; models are immutable once validated."""
+    """Unknown keys are refused; models are immutable once validated; no float field takes NaN or
+    infinity (`--set opt_base_learning_rate=.nan`, a descriptor's `memory_gib: .inf`): no config,
+    system or plan value means either, and both pass every `>`/`<` check silently."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False)
 
 
 def load_json(path: Path, what: str = "a JSON object") -> dict[str, Any]:

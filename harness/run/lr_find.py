@@ -54,6 +54,9 @@ class LrFindResult:
         return asdict(self)
 
 
+MAX_STEPS = 100_000  # a sweep is a few hundred steps; more is a typo (it would run for days)
+
+
 def smooth(losses: list[float | None], beta: float = BETA) -> list[float | None]:
     """Bias-corrected EMA; None (non-finite) stays None and stops the average."""
     out: list[float | None] = []
@@ -155,12 +158,13 @@ def run(
     from harness.resolve import registry
     from harness.run import execute, launch
 
-    if steps < 10:
+    if not 10 <= steps <= MAX_STEPS:
         raise ConfigError(
-            f"--steps {steps}: an LR range test needs at least 10 steps (a few hundred is usual)"
+            f"--steps {steps}: an LR range test takes 10 to {MAX_STEPS:,} steps (a few hundred is usual)"
         )
-    if not 0 < min_lr < max_lr:
-        raise ConfigError(f"--min-lr {min_lr} / --max-lr {max_lr}: need 0 < min < max")
+    # NaN fails every comparison and inf passes `min < max`: both refused by name
+    if not (math.isfinite(min_lr) and math.isfinite(max_lr) and 0 < min_lr < max_lr):
+        raise ConfigError(f"--min-lr {min_lr} / --max-lr {max_lr}: need finite 0 < min < max")
     r = execute.resolve(benchmark, system, runs=1, seed=seed, results_dir=results_dir, **resolve_kw)
     spec = registry.spec(r.definition.name)
     if spec.lr_find is None:

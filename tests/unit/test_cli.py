@@ -96,6 +96,15 @@ BAD = [
 ]
 
 
+# Non-finite and absurd numbers (issue 22): all passed --dry-run or ran before
+BAD += [
+    (["run", "gpt3", "--set", "opt_base_learning_rate=.nan", "--dry-run"], "Input should be a finite number"),
+    (["run", "gpt3", "--set", "opt_base_learning_rate=inf", "--dry-run"], "Input should be a finite number"),
+    (["lr-find", "gpt3", "--max-lr", "inf"], "--max-lr inf: need finite 0 < min < max"),
+    (["lr-find", "gpt3", "--min-lr", "nan"], "--min-lr nan / --max-lr 1.0: need finite 0 < min < max"),
+    (["lr-find", "gpt3", "--steps", str(10**20)], "an LR range test takes 10 to 100,000 steps"),
+]
+
 # click's own usage errors keep the contract too: one `error:` line (not click's Usage/Try/Error
 # block), exit 2, with where the help is
 BAD += [
@@ -157,6 +166,14 @@ def test_bad_input_exits_2_with_one_line(mlperf, args, message):
     assert message in r.stderr
     assert "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_an_infinite_memory_size_fails_validate_not_export(mlperf, tmp_path):
+    inf = tmp_path / "inf.yaml"
+    inf.write_text(open("systems/cpu-local.yaml").read().replace("memory_gib: 16", "memory_gib: .inf"))
+    for args in (["systems", "validate", str(inf)], ["systems", "export", str(inf)]):
+        r = mlperf(*args)
+        assert r.returncode == 2 and "accelerator.memory_gib': Input should be a finite number" in r.stderr
 
 
 def test_malformed_and_unknown_key_system_files(mlperf, tmp_path):
