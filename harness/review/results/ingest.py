@@ -164,7 +164,9 @@ def ingest(
         "with_energy": sum(r["energy_j"] is not None for r in results),
         "path": os.path.join(db, round_name),
         "warnings": [
-            f"{r['submitter']}/{r['system']}/{r['benchmark']}: {r['problems']}" for r in results if r["problems"]
+            f"{r['submitter']}/{r['system']}/{r['benchmark']}: {r['problems']}"
+            for r in results
+            if r["problems"]
         ],
     }
 
@@ -186,7 +188,32 @@ def load(db: str = DEFAULT_DB, rounds: list[str] | None = None, table: str = "re
         raise ConfigError(
             f"round(s) {', '.join(missing)} not ingested; available: {', '.join(available) or 'none'}"
         )
-    frames = [pd.read_parquet(os.path.join(db, r, f"{table}.parquet")) for r in wanted]
+    frames = [_read_table(os.path.join(db, r, f"{table}.parquet"), r, table) for r in wanted]
     if not frames:
         raise ConfigError(f"no rounds ingested in {db}")
     return pd.concat(frames, ignore_index=True)
+
+
+# What every reader of the database may index: a snapshot without them is not one we wrote.
+REQUIRED = {
+    "results": RESULT_COLUMNS,
+    "runs": ["round", "submitter", "system", "benchmark", "file", "minutes"],
+}
+
+
+def _read_table(path: str, round_name: str, table: str):
+    """One round's table; a missing, unreadable or foreign parquet is one ConfigError line saying
+    how to rebuild it (the published folders are the source; the database is only a cache)."""
+    import pandas as pd
+
+    fix = f"re-ingest it: mlperf results ingest ROUND_ROOT --round {round_name}"
+    if not os.path.isfile(path):
+        raise ConfigError(f"{path}: missing (round {round_name} is incomplete); {fix}")
+    try:
+        frame = pd.read_parquet(path)
+    except Exception as e:  # noqa: BLE001 - pyarrow raises many kinds for a damaged file
+        raise ConfigError(f"{path}: not a readable parquet table ({type(e).__name__}); {fix}") from None
+    missing = [c for c in REQUIRED[table] if c not in frame.columns]
+    if missing:
+        raise ConfigError(f"{path}: no {', '.join(missing[:3])} column(s): not a {table} table; {fix}")
+    return frame
