@@ -62,12 +62,33 @@ def read_timings(path: str | Path) -> list[dict]:
             row = json.loads(line)
         except json.JSONDecodeError:
             continue  # a torn last line of a killed run
-        if isinstance(row, dict) and isinstance(row.get("step_time_s"), (int, float)):
+        if _timings_row_ok(row):
             rows.append(row)
     by_step: dict = {}
     for r in rows:
-        by_step[r.get("step", len(by_step))] = r
-    return [by_step[k] for k in sorted(by_step, key=lambda s: (s is None, s))]
+        by_step[r["step"]] = r
+    return [by_step[k] for k in sorted(by_step)]
+
+
+_LIMIT = 1e15  # beyond any step count, second, sample or megabyte figure a run writes
+
+
+def _timings_row_ok(row) -> bool:
+    """A row as harness/train/timings.py writes it: a whole step number and finite numbers (or
+    null) in the columns. An edited or foreign row (a string or list step, a 400-digit time, NaN)
+    is skipped like a torn line rather than reaching the readers' arithmetic."""
+    if not isinstance(row, dict):
+        return False
+    step = row.get("step")
+    if type(step) is not int or not 0 <= step < _LIMIT:
+        return False
+    for key in TIMINGS_COLUMNS:
+        v = row.get(key)
+        if key == "step" or (v is None and key != "step_time_s"):
+            continue
+        if type(v) not in (int, float) or not abs(v) < _LIMIT:  # also False for NaN
+            return False
+    return True
 
 
 def resume_history(run_dir: str | Path) -> list[dict]:

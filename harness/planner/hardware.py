@@ -14,8 +14,10 @@ import re
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
+from typing import Annotated, Any
 
 import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from harness.core.errors import ConfigError
 from harness.core.schema import load_json
@@ -185,20 +187,46 @@ def read_json(path: Path) -> dict:
     return load_json(Path(path), "a system-description JSON object")
 
 
+def _count(v):
+    """The official JSON writes counts as strings ("8"); published rows carry ints. Nothing else
+    (a list, a bool, "8.5", 400 digits) is a count."""
+    if isinstance(v, str) and v.strip().isdigit() and len(v.strip()) <= 7:
+        return int(v)
+    if type(v) is int:
+        return v
+    raise ValueError('must be a whole number, written as a string of digits ("8")')
+
+
+Count = Annotated[int, BeforeValidator(_count), Field(ge=1, le=1_000_000)]
+
+
+class OfficialDescription(BaseModel):
+    """The fields of an official system-description JSON that the planner reads (the other ~30
+    are free text it ignores), typed: a wrong type is one line naming the field."""
+
+    model_config = ConfigDict(extra="allow")
+    accelerator_model_name: Annotated[str, Field(min_length=1, max_length=200)]
+    number_of_nodes: Count
+    accelerators_per_node: Count
+    accelerator_memory_capacity: str = ""
+    # free text in the rules; published JSONs also write other_software_stack as an object or list
+    framework: Any = ""
+    other_software_stack: Any = ""
+
+
 def from_description(d: dict, name: str, where: str = "") -> Hardware:
     """A Hardware from the fields of an official system-description JSON (already parsed)."""
-    missing = [
-        k for k in ("accelerator_model_name", "number_of_nodes", "accelerators_per_node") if not d.get(k)
-    ]
-    if missing:
-        raise ConfigError(f"{where}missing {', '.join(missing)} (an official system-description JSON)")
     try:
-        nodes, per_node = int(d["number_of_nodes"]), int(d["accelerators_per_node"])
-    except ValueError:
-        raise ConfigError(f"{where}number_of_nodes/accelerators_per_node must be integers") from None
-    hw = from_catalogue(d["accelerator_model_name"], nodes, per_node, name=name, where=where)
-    mem = _memory_gib(str(d.get("accelerator_memory_capacity", "")))
-    software = {k: d.get(k, "") for k in ("framework", "other_software_stack")}
+        desc = OfficialDescription.model_validate(d)
+    except ValidationError as err:
+        e = err.errors()[0]
+        field_ = ".".join(str(x) for x in e["loc"])
+        what = "missing" if e["type"] == "missing" else e["msg"].removeprefix("Value error, ")
+        raise ConfigError(f"{where}field '{field_}': {what} (an official system-description JSON)") from None
+    nodes, per_node = desc.number_of_nodes, desc.accelerators_per_node
+    hw = from_catalogue(desc.accelerator_model_name, nodes, per_node, name=name, where=where)
+    mem = _memory_gib(desc.accelerator_memory_capacity)
+    software = {"framework": desc.framework, "other_software_stack": desc.other_software_stack}
     hw = replace(hw, software=software)
     if mem and mem > 1:
         hw = replace(hw, memory_gib=mem)

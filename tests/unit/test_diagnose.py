@@ -148,3 +148,26 @@ def test_cli_json_and_text(tmp_path):
         text=True,
     )
     assert r.returncode == 2 and r.stderr.startswith("error:")
+
+
+def test_edited_timings_rows_are_skipped_not_crashed_on(tmp_path):
+    """A string or list step, a 400-digit time, NaN: TypeError / unhashable / OverflowError in
+    `mlperf diagnose` before read_timings checked the rows' types (issue 22)."""
+    import json as _json
+
+    from harness.core.runfolder import read_timings
+
+    good = [
+        {"step": i, "step_time_s": 0.1, "data_wait_s": 0.01, "samples": 16, "loss": None} for i in (1, 2, 3)
+    ]
+    bad = [
+        {"step": "4", "step_time_s": 0.1},
+        {"step": [5], "step_time_s": 0.1},
+        {"step": 6, "step_time_s": int("9" * 400)},
+        {"step": 7, "step_time_s": float("nan")},
+        {"step": True, "step_time_s": 0.1},
+        {"step": 8, "step_time_s": 0.1, "samples": "16"},
+    ]
+    p = tmp_path / "timings.jsonl"
+    p.write_text("".join(_json.dumps(r) + "\n" for r in good[:2] + bad + good[2:]))
+    assert read_timings(p) == good

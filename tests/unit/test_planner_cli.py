@@ -303,3 +303,30 @@ def test_best_config_respects_what_the_harness_implementation_runs():
         assert "tp" in impl["supports"] or over[key] == 1
     cfg = benchmarks.config_class("llama2_70b_lora")(**over)
     derive(cfg, 8, 8, 8, cfg.num_layers, impl["supports"])
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("number_of_nodes", [8], "field 'number_of_nodes': must be a whole number"),
+        ("accelerators_per_node", "9" * 400, "field 'accelerators_per_node': must be a whole number"),
+        (
+            "accelerators_per_node",
+            "0",
+            "field 'accelerators_per_node': Input should be greater than or equal to 1",
+        ),
+        ("accelerator_model_name", 5, "field 'accelerator_model_name': Input should be a valid string"),
+    ],
+)
+def test_a_wrong_type_in_a_system_json_is_one_line(tmp_path, field, value, message):
+    """A list, a number where a name belongs, 400 digits: TypeError / AttributeError exits before
+    the typed reader (planner/hardware.py OfficialDescription)."""
+    f = _json_file(tmp_path, **{"accelerator_model_name": "NVIDIA H100-SXM5-80GB", field: value})
+    r = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "plan", "gpt3", "--system-json", f],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2, r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith(f"error: {f}: ") and message in line, line
