@@ -52,7 +52,7 @@ EXTRAS = {
     "llm": CPU_TORCH + TRAIN + LLM,
     "gnn": CPU_TORCH + TRAIN + GNN,
     "sd": CPU_TORCH + TRAIN + SD,
-    "test": ["pytest>=8", "pytest-xdist>=3.5", "ruff>=0.6", "filelock>=3.12"],
+    "test": ["pytest>=8", "pytest-xdist>=3.5", "ruff>=0.6", "filelock>=3.12", "hypothesis>=6.100"],
     # GPU hosts only (an env with a CUDA torch; --no-build-isolation so TE builds against it);
     # never on a CPU machine: an installed-but-broken transformer_engine makes `import
     # megatron.core` fail.

@@ -68,6 +68,16 @@ def cli(ctx, debug):
     ctx.ensure_object(dict)["debug"] = debug
 
 
+def _error(message: str) -> None:
+    """The contract's one line: a value quoted from the input may hold a newline or another line
+    break (U+0085, U+2028) or control character, which would split or garble it; those are
+    written as escapes."""
+    safe = "".join(
+        c if c.isprintable() or c == " " else c.encode("unicode_escape").decode("ascii") for c in message
+    )
+    click.echo(f"error: {safe}", err=True)
+
+
 def _click_message(e: click.ClickException) -> str:
     """click's usage message as the contract's one line: the cause, then where the help is (click
     prints `Usage: ...`, `Try ...`, a blank line and `Error: ...` instead)."""
@@ -86,14 +96,14 @@ def main(argv=None):
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except click.ClickException as e:
-        click.echo(f"error: {_click_message(e)}", err=True)
+        _error(_click_message(e))
         # click's own errors are all bad input (usage, a --file it could not open): never exit 1
         sys.exit(USAGE if e.exit_code == INTERNAL else e.exit_code)
     except click.exceptions.Abort:
         click.echo("error: interrupted", err=True)
         sys.exit(INTERRUPTED)
     except HarnessError as e:
-        click.echo(f"error: {e}", err=True)
+        _error(str(e))
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
         click.echo("error: interrupted", err=True)
@@ -101,9 +111,7 @@ def main(argv=None):
     except Exception as e:  # noqa: BLE001 - last line of defence: one line, exit 1
         if debug:
             raise
-        click.echo(
-            f"error: internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)", err=True
-        )
+        _error(f"internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)")
         sys.exit(INTERNAL)
 
 

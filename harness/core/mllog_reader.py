@@ -5,7 +5,8 @@ It reads lines the way mlperf-logging 4.1.68's parser does
 - text decoded as latin-1 (never fails on binary junk or non-UTF-8), universal newlines;
 - a line counts if it contains `:::MLLOG ` anywhere; everything before the *last* occurrence is
   dropped (prefixes such as `0: [rank0] ` or raw job output are fine);
-- the rest is JSON with `time_ms`, `key`, `value`, `metadata` (all four required).
+- the rest is JSON with `time_ms`, `key`, `value`, `metadata` (all four required; `metadata` an
+  object, which every reader of ours indexes).
 Nothing here raises for file contents: a bad line is a `(None, why)` from `parse_record`.
 """
 
@@ -45,6 +46,8 @@ def parse_record(text: str) -> tuple[dict | None, str | None]:
             return None, f"time_ms {m['time_ms']!r} is not a number"
     if not isinstance(m["key"], str):
         return None, "key is not a string"
+    if not isinstance(m["metadata"], dict):  # every reader indexes it (no published log has another)
+        return None, f"metadata is a {type(m['metadata']).__name__}, not an object"
     return m, None
 
 

@@ -235,7 +235,8 @@ class SystemSpec(Strict):
 # ---- loading ---------------------------------------------------------------------------------
 def _local_facts(data: dict[str, Any]) -> dict[str, Any]:
     """Fill 'auto' host facts from this machine (cpu-local is sized at run time)."""
-    host = dict(data.get("host") or {})
+    # a host/description that is not a mapping is left as it is: the model's validation names it
+    host = dict(data["host"]) if isinstance(data.get("host"), dict) else {}
     if host.get("core_count") == "auto":
         host["core_count"] = os.cpu_count() or 1
     if host.get("processor_model") == "auto":
@@ -244,7 +245,7 @@ def _local_facts(data: dict[str, Any]) -> dict[str, Any]:
         host["memory"] = _mem_total()
     if host:
         data = dict(data, host=host)
-    desc = dict(data.get("description") or {})
+    desc = dict(data["description"]) if isinstance(data.get("description"), dict) else {}
     if desc.get("operating_system") == "auto":
         desc["operating_system"] = f"{platform.system()} {platform.release()}"
         data = dict(data, description=desc)
@@ -285,13 +286,17 @@ def load(name_or_path: str) -> SystemSpec:
     """A shipped system by name, or a descriptor file by path."""
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml") or os.sep in name_or_path:
-        if not p.exists():
-            raise ConfigError(f"system file {p} does not exist")
+        try:
+            found = p.exists()  # a FIFO or folder exists: load_file says what it is
+        except (OSError, ValueError):  # a name too long for the filesystem, a NUL byte
+            found = False
+        if not found:
+            raise ConfigError(f"system file {name_or_path[:200]} does not exist")
         return load_file(p)
     f = SYSTEMS_DIR / f"{name_or_path}.yaml"
-    if not f.exists():
+    if name_or_path not in available():  # also for a name no file can have (too long, NUL)
         raise ConfigError(
-            f"unknown system '{name_or_path}'{suggest(name_or_path, available())}; "
+            f"unknown system '{name_or_path[:80]}'{suggest(name_or_path[:80], available())}; "
             f"see `mlperf systems list` or pass a descriptor file"
         )
     spec = load_file(f)
