@@ -75,7 +75,7 @@ _LIMIT = 1e15  # beyond any step count, second, sample or megabyte figure a run 
 
 def _timings_row_ok(row) -> bool:
     """A row as harness/train/timings.py writes it: a whole step number and finite numbers (or
-    null) in the columns. An edited or foreign row (a string or list step, a 400-digit time, NaN)
+    null; the loss any float, as a diverging run writes 1e21 or NaN) in the columns. An edited or foreign row (a string or list step, a 400-digit time, NaN)
     is skipped like a torn line rather than reaching the readers' arithmetic."""
     if not isinstance(row, dict):
         return False
@@ -86,7 +86,11 @@ def _timings_row_ok(row) -> bool:
         v = row.get(key)
         if key == "step" or (v is None and key != "step_time_s"):
             continue
-        if type(v) not in (int, float) or not abs(v) < _LIMIT:  # also False for NaN
+        if type(v) not in (int, float):
+            return False
+        if key == "loss":
+            continue  # any float: a diverging run's loss is 1e21, then inf/NaN (diagnose reads it)
+        if not abs(v) < _LIMIT:  # also False for NaN
             return False
     return True
 

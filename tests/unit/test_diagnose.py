@@ -168,6 +168,11 @@ def test_edited_timings_rows_are_skipped_not_crashed_on(tmp_path):
         {"step": True, "step_time_s": 0.1},
         {"step": 8, "step_time_s": 0.1, "samples": "16"},
     ]
+    diverged = [
+        {"step": 9, "step_time_s": 0.1, "loss": 1.4e21},
+        {"step": 10, "step_time_s": 0.1, "loss": float("nan")},
+    ]
     p = tmp_path / "timings.jsonl"
-    p.write_text("".join(_json.dumps(r) + "\n" for r in good[:2] + bad + good[2:]))
-    assert read_timings(p) == good
+    p.write_text("".join(_json.dumps(r) + "\n" for r in good[:2] + bad + good[2:] + diverged))
+    rows = read_timings(p)
+    assert rows[:3] == good and [r["step"] for r in rows[3:]] == [9, 10]  # a diverging run's loss stays
