@@ -291,7 +291,8 @@ def load(name_or_path: str) -> SystemSpec:
         except (OSError, ValueError):  # a name too long for the filesystem, a NUL byte
             found = False
         if not found:
-            raise ConfigError(f"system file {name_or_path[:200]} does not exist")
+            link = " (a broken or looping symlink)" if p.is_symlink() else ""
+            raise ConfigError(f"system file {name_or_path[:200]} does not exist{link}")
         return load_file(p)
     f = SYSTEMS_DIR / f"{name_or_path}.yaml"
     if name_or_path not in available():  # also for a name no file can have (too long, NUL)
