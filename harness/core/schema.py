@@ -21,17 +21,23 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False)
 
 
+def _read_text(path: Path, not_utf8: str) -> str:
+    """An input file's UTF-8 text; a FIFO, an unreadable file or other bytes are one ConfigError
+    (`not_utf8` ends the line for the last: what the file should have been)."""
+    refuse_special(path)
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}); {not_utf8}") from None
+
+
 def load_json(path: Path, what: str = "a JSON object") -> dict[str, Any]:
     """Read a JSON object: every way a file can fail to be one (unreadable, a FIFO, not UTF-8,
     broken JSON, a number over Python's 4,300-digit limit, not an object) is one ConfigError
     naming the file; `what` says what was expected there."""
-    refuse_special(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}); expected {what}") from None
+    text = _read_text(path, f"expected {what}")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
@@ -45,16 +51,7 @@ def load_json(path: Path, what: str = "a JSON object") -> dict[str, Any]:
 
 def load_yaml(path: Path) -> dict[str, Any]:
     """Read a YAML mapping, turning syntax errors into a ConfigError naming file and line."""
-    refuse_special(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(
-            f"{path}: not UTF-8 text (byte {e.start}); YAML files must be UTF-8 (a binary or "
-            f"mis-encoded file?)"
-        ) from None
+    text = _read_text(path, "YAML files must be UTF-8 (a binary or mis-encoded file?)")
     if "\0" in text:
         raise ConfigError(f"{path}: contains NUL bytes; not a YAML text file")
     try:

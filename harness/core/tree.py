@@ -89,3 +89,12 @@ def load_system(org_dir: str | None, system: str) -> tuple[dict | None, str | No
     if not isinstance(desc, dict):
         return None, f"systems/{system}.json is not a JSON object"
     return desc, None
+
+
+def system_count(value) -> int | None:
+    """A count field of an official system-description JSON, written as a string of digits
+    ("8"): its value, or None when the string is anything else ("-4", "8.5", "eight", 400 digits)."""
+    if not isinstance(value, str):
+        return None
+    v = value.strip()
+    return int(v) if v.isdigit() and len(v) <= 7 else None

@@ -21,6 +21,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from harness.core.errors import ConfigError
 from harness.core.schema import load_json
+from harness.core.tree import system_count
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -190,10 +191,9 @@ def read_json(path: Path) -> dict:
 def _count(v):
     """The official JSON writes counts as strings ("8"); published rows carry ints. Nothing else
     (a list, a bool, "8.5", 400 digits) is a count."""
-    if isinstance(v, str) and v.strip().isdigit() and len(v.strip()) <= 7:
-        return int(v)
-    if type(v) is int:
-        return v
+    n = v if type(v) is int else system_count(v)
+    if n is not None:
+        return n
     raise ValueError('must be a whole number, written as a string of digits ("8")')
 
 

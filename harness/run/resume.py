@@ -56,13 +56,15 @@ def resume_plan(run_dir: str | Path, apply: bool = True) -> RunPlan:
             f"stop them (or wait) before --resume"
         )
     log_path = Path(plan.log_path)
-    if log_path.exists() and not log_path.is_file():
+    try:
+        data = log_path.read_bytes()
+    except FileNotFoundError:
+        data = b""  # reported below: the run never started
+    except IsADirectoryError:
         raise ConfigError(
             f"{run_dir}: the plan's log_path {log_path} is not a file (a folder?); put the run's "
             "mlperf.log back there, or start a new run"
-        )
-    try:
-        data = log_path.read_bytes() if log_path.exists() else b""
+        ) from None
     except OSError as e:
         raise ConfigError(f"{run_dir}: cannot read the run's log {log_path} ({e.strerror})") from None
     lines = data.splitlines(keepends=True)

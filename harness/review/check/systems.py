@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import re
 
+from harness.core.tree import system_count
 from harness.review.check.log import captured_official_output
 from harness.review.check.messages import Finding
 from harness.review.rules import USAGE
@@ -17,7 +18,9 @@ _STATUS_FIX = (
 )
 
 
-def check_system_json(path: str, ruleset: str, display: str) -> tuple[bool, list[Finding]]:
+def check_system_json(path: str, ruleset: str, display: str, desc: dict | None) -> tuple[bool, list[Finding]]:
+    """The official checker on `path`, plus the counts of `desc` (the same file, already read
+    with core/tree.py load_system; None when it is not a JSON object, which the checker reports)."""
     from mlperf_logging.system_desc_checker import system_desc_checker
 
     findings: list[Finding] = []
@@ -57,7 +60,7 @@ def check_system_json(path: str, ruleset: str, display: str) -> tuple[bool, list
             else:
                 fix = "correct the field as the message says"
             findings.append(Finding(display, None, "system-desc", "error", r, fix, detail=msg))
-    findings += _count_findings(path, display)
+    findings += _count_findings(desc or {}, display)
     return valid and not findings, findings
 
 
@@ -71,24 +74,16 @@ POSITIVE_COUNTS = (
 )
 
 
-def _count_findings(path: str, display: str) -> list[Finding]:
+def _count_findings(desc: dict, display: str) -> list[Finding]:
     """A count that is not a whole number >= 1 (`"-4"`, `"0"`, `"8.5"`, `"eight"`) is an error:
     the results table would show it and the scoring of a closed result divides by it."""
-    import json
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            desc = json.load(f)
-    except (OSError, ValueError):
-        return []  # unreadable or not JSON: the official checker's crash finding says so
-    if not isinstance(desc, dict):
-        return []
     out = []
     for key in POSITIVE_COUNTS:
         v = desc.get(key)
         if not isinstance(v, str) or not v.strip():
             continue  # missing or not a string: the official checker reports that
-        if not (v.strip().isdigit() and len(v.strip()) <= 7 and int(v) >= 1):
+        n = system_count(v)
+        if n is None or n < 1:
             out.append(
                 Finding(
                     display,

@@ -108,9 +108,9 @@ def _mirror(tmp: str, org: str, result_dir: str, exclude: set[str]) -> tuple[str
             continue
         if name == "scaling.json":
             # the RCP step writes scaling.json: a copy, never a link, or it would write through
-            # the link into (or beyond) the tree it only reads (a dangling link's target was made)
-            if os.path.isfile(src) and not os.path.islink(src):
-                shutil.copyfile(src, dst)
+            # the link into (or beyond) the tree it only reads (a linked or non-file one is in
+            # `exclude`: check_result_dir)
+            shutil.copyfile(src, dst)
         else:
             os.symlink(src, dst)
             mapping[dst] = src
@@ -164,6 +164,7 @@ def check_result_dir(
         if is_special(entry):  # a FIFO would block the official tools forever
             what = "not a regular file (a FIFO, socket or device)"
         elif name == "scaling.json" and (os.path.islink(entry) or not os.path.isfile(entry)):
+            exclude.add(name)
             findings.append(
                 Finding(
                     display_path(entry, base),
@@ -323,7 +324,7 @@ def check_tree(
             sj = os.path.join(org, "systems", system + ".json")
             if not os.path.isfile(sj):
                 continue  # reported per result folder
-            ok, fs = check_system_json(sj, rs, display_path(sj, base))
+            ok, fs = check_system_json(sj, rs, display_path(sj, base), load_system(org, system)[0])
             rep.findings += fs
             rep.tools.append(
                 {
