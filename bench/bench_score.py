@@ -50,7 +50,12 @@ def orgs(tree: Path) -> list[Path]:
 
 
 def official(tree: Path):
-    """(wall, cpu, {(org, system name, benchmark): (score, energy)}, [crashed orgs])."""
+    """(wall, cpu, {(org, system folder, benchmark): (score, energy)}, [crashed orgs]).
+
+    Keyed by the system's folder, not its name: two folders may share one system_name (NVIDIA
+    v5.1's theia_ngpu16 and theia_ngpu72 are both "Theia (1x NVIDIA GB300 NVL72)"), and a name key
+    would let one folder's score overwrite the other's. The summarizer's row names the folder only
+    in details_url (.../<submitter>/systems/<folder>.json)."""
     from harness.review.rules import resolve
 
     scores, wall, cpu, crashed = {}, 0.0, 0.0, []
@@ -75,7 +80,8 @@ def official(tree: Path):
                         if k.endswith(":time_to_train") and v:
                             bench = k.split(":")[0]
                             energy = row.get(f"{bench}:Energy") or None
-                            key = (str(org.relative_to(tree)), row["system"], bench)
+                            folder = row["details_url"].rsplit("/", 1)[-1].removesuffix(".json")
+                            key = (str(org.relative_to(tree)), folder, bench)
                             scores[key] = (float(v), float(energy) if energy else None)
     return wall, cpu, scores, crashed
 
@@ -91,7 +97,7 @@ def ours(tree: Path, *extra):
     scores = {}
     for r in doc["results"]:
         org = str(Path(r["path"]).parents[2].relative_to(tree.resolve()))
-        scores[(org, r["system_name"], r["benchmark"])] = (r["score_min"], r["energy_j"])
+        scores[(org, r["system"], r["benchmark"])] = (r["score_min"], r["energy_j"])  # r["system"]: the folder
     return w, c, scores
 
 
