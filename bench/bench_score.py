@@ -97,7 +97,8 @@ def ours(tree: Path, *extra):
     scores = {}
     for r in doc["results"]:
         org = str(Path(r["path"]).parents[2].relative_to(tree.resolve()))
-        scores[(org, r["system"], r["benchmark"])] = (r["score_min"], r["energy_j"])  # r["system"]: the folder
+        # r["system"] is the system folder (two folders may share one system_name)
+        scores[(org, r["system"], r["benchmark"])] = (r["score_min"], r["energy_j"])
     return w, c, scores
 
 
