@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -94,7 +95,8 @@ class Context:
         try:
             figures, status, detail = fn(), "ok", ""
         except Exception as e:  # a failed figure is reported, and the next one still runs
-            figures, status, detail = {}, "failed", one_line(e)
+            tb = traceback.format_exc().rstrip().splitlines()[-25:]  # one line rarely says where
+            figures, status, detail = {"traceback": "\n".join(tb)[-6000:]}, "failed", one_line(e)
         finally:
             self.release()
         return Check(

@@ -73,6 +73,21 @@ def _run(cmd: list[str], timeout: float) -> tuple[int, str, str]:
     return p.returncode, out, err
 
 
+def _tail(text: str, n: int = 40) -> str:
+    """The last n lines (at most 6,000 characters): what a failed check keeps of its output, since
+    the lent machine's scratch folder is gone when the call returns and one line rarely says why."""
+    return "\n".join((text or "").rstrip().splitlines()[-n:])[-6000:]
+
+
+def _rank_tails(folder: Path) -> dict[str, str]:
+    """The tail of every run folder's rank output (`stdout.log`, `prepare.log`) under `folder`."""
+    return {
+        str(f.relative_to(folder)): _tail(f.read_text(errors="replace"))
+        for f in sorted(folder.glob("runs/*/*/*/*.log"))
+        if f.name in ("stdout.log", "prepare.log")
+    }
+
+
 def _last_line(text: str) -> str:
     lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
     return lines[-1][:500] if lines else ""
@@ -91,7 +106,7 @@ def gpu_tests(ctx: Context) -> Check:
         status="ok" if rc == 0 else "failed",
         path=shown(cmd),
         seconds=time.monotonic() - t0,
-        figures={"summary": summary, "exit_code": rc},
+        figures={"summary": summary, "exit_code": rc, **({} if rc == 0 else {"tail": _tail(out + err, 80)})},
         detail="" if rc == 0 else (summary or _last_line(err)),
     )
 
@@ -174,9 +189,13 @@ def jobs(system: str) -> tuple[list[Job], list[Check]]:
     return sorted(bases + todo, key=lambda j: -j.expected_s), refused
 
 
+def _results_dir(job: Job, work: Path) -> Path:
+    return work / "results" / job.name.replace("/", "-")
+
+
 def _run_args(job: Job, system: str, work: Path, dry: bool) -> list[str]:
     args = ["run", job.bench, "--system", system, "--nproc-per-node", "1", "--size", "tiny", "--runs", "1"]
-    args += ["--seed", "1", "--json", "--results-dir", str(work / "results" / job.name.replace("/", "-"))]
+    args += ["--seed", "1", "--json", "--results-dir", str(_results_dir(job, work))]
     args += ["--data-dir", str(work / "data" / job.bench)]
     for kv in job.sets:
         args += ["--set", kv]
@@ -203,6 +222,8 @@ def run_job(ctx: Context, job: Job, system: str, work: Path, dry: bool = False) 
         figures["check_exit_code"] = rc
         if rc != 0:
             status, detail = "failed", f"mlperf check: {_last_line(out) or _last_line(err)}"
+    if status == "failed":
+        figures.update(stderr_tail=_tail(err), rank_tails=_rank_tails(_results_dir(job, work)))
     return Check(
         name=job.name,
         kind=job.kind,
@@ -231,7 +252,7 @@ class Prepared:
             if bench not in self.done:
                 args = ["prepare", bench, "--size", "tiny", "--data-dir", str(self.work / "data" / bench)]
                 rc, _, err = _run(mlperf(*args), self.ctx.remaining())
-                why = f"mlperf prepare {bench} --size tiny: {_last_line(err) or f'exit {rc}'}"
+                why = f"mlperf prepare {bench} --size tiny: {_tail(err, 15) or f'exit {rc}'}"
                 self.done[bench] = None if rc == 0 else why
             return self.done[bench]
 
