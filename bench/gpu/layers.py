@@ -17,8 +17,6 @@ Each row names its `path`; a row whose library is missing is `skipped` with the 
 from __future__ import annotations
 
 import contextlib
-import os
-import socket
 from collections.abc import Iterator
 
 import torch
@@ -64,15 +62,12 @@ def megatron_world(device: str, layout):
     import torch.distributed as dist
     from megatron.core import parallel_state as ps
 
+    from harness.train.runtime import init_one_process_group
     from reference_impls.gpt3 import train
 
     created = not dist.is_initialized()
     if created:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        dist.init_process_group("nccl" if device.startswith("cuda") else "gloo", rank=0, world_size=1)
+        init_one_process_group("nccl" if device.startswith("cuda") else "gloo")
     train.init_parallel(layout, seed=0)  # enables the CPU layer only when CUDA is absent
     try:
         yield
@@ -115,6 +110,7 @@ def _figures(ctx, flop: float, timing: dict, tokens: int, peak_key: str) -> dict
 
 
 def _mcore_gpt3(ctx, fp8: bool) -> dict:
+    from megatron.core.transformer.module import Float16Module
     from megatron.core.transformer.transformer_block import TransformerBlock
 
     from reference_impls.gpt3 import model as gm
@@ -127,12 +123,17 @@ def _mcore_gpt3(ctx, fp8: bool) -> dict:
         tcfg = gm.transformer_config(cfg, layout, ctx.device)
         block = TransformerBlock(tcfg, gm.layer_spec(cfg, ctx.device), post_process=False)
         block.to(ctx.device)
+        if tcfg.bf16:  # as gm.build wraps each chunk: params_dtype misses the local spec's torch norms
+            block = Float16Module(tcfg, block)
+        dtypes = {p.dtype for p in block.parameters()}
+        if dtypes != {tcfg.params_dtype}:  # a CPU layer_norm takes mixed dtypes; CUDA's does not
+            raise RuntimeError(f"layer parameters in {sorted(map(str, dtypes))}, not {tcfg.params_dtype}")
         x = torch.randn(s, b, h, device=ctx.device, dtype=tcfg.params_dtype, requires_grad=True)
         grad = torch.randn_like(x)
         params = list(block.parameters())
 
         def step():
-            out = block(x, attention_mask=None)
+            out = block(x, attention_mask=None, **({"fp32_output": False} if tcfg.bf16 else {}))
             out = out[0] if isinstance(out, tuple) else out
             out.backward(grad)
             for p in params:

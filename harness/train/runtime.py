@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,10 +90,13 @@ class Runtime:
         return 0 if success else 3
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def init_one_process_group(backend: str) -> None:
+    """A world of one rank, rendezvous through an in-process store: no TCP port at all. A port
+    found free and bound later by c10d races with every other process doing the same; on the GPU
+    check machine, six runs started at once and gpt3's prepare lost (EADDRINUSE)."""
+    import torch.distributed as dist
+
+    dist.init_process_group(backend, rank=0, world_size=1, store=dist.HashStore())
 
 
 def start(plan_path: str | Path, init_process_group: bool = True) -> Runtime:
@@ -116,10 +118,11 @@ def start(plan_path: str | Path, init_process_group: bool = True) -> Runtime:
     if init_process_group:
         import torch.distributed as dist
 
-        if world == 1:
-            os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-            os.environ.setdefault("MASTER_PORT", str(_free_port()))
-        dist.init_process_group("nccl" if plan.device == "cuda" else "gloo", rank=rank, world_size=world)
+        backend = "nccl" if plan.device == "cuda" else "gloo"
+        if world == 1 and "MASTER_PORT" not in os.environ:  # one process, not under torchrun
+            init_one_process_group(backend)
+        else:
+            dist.init_process_group(backend, rank=rank, world_size=world)
     rt = Runtime(
         plan=plan,
         rank=rank,

@@ -11,7 +11,6 @@ where it comes from (nothing is downloaded).
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ import benchmarks
 from harness.core.errors import ConfigError
 from harness.core.layout import DEGREES, derive
 from harness.core.runplan import RunPlan
+from harness.train.runtime import init_one_process_group
 from reference_impls.gpt3 import manifest
 from reference_impls.gpt3.data import TRAIN_SEQUENCES
 
@@ -81,9 +81,7 @@ def prepare_tiny(plan: RunPlan, log=print) -> Path:
     torch.set_num_threads(max(1, plan.threads_per_process))
     own_group = not dist.is_initialized()
     if own_group:
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", str(_free_port()))
-        dist.init_process_group("gloo", rank=0, world_size=1)
+        init_one_process_group("gloo")
     gbs = cfg.global_batch_size
     layout = derive(cfg, nodes=1, procs_per_node=1)
     t0 = time.perf_counter()
@@ -126,11 +124,3 @@ def prepare(plan: RunPlan, log=print) -> Path | None:
         log(f"gpt3 tiny: {plan.data_dir} is already prepared")
         return Path(plan.data_dir) / manifest.MANIFEST
     return prepare_tiny(plan, log)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
