@@ -146,7 +146,7 @@ def prepare(plans, system) -> None:
     Path(plan.run_dir).mkdir(parents=True, exist_ok=True)
     plan_file = Path(plan.run_dir) / "prepare.plan.json"
     plan.model_copy(update={"task": "prepare"}).save(plan_file)
-    rc, last = launch.get("local").run_module(plan, system, spec.module, plan_file)
+    rc, last = launch.get("local").run_module(plan, system, spec.module, plan_file, cpu_only=True)
     cause = last.removeprefix("error: ").strip()
     if rc == 2:
         raise ConfigError(cause or f"data for {plan.benchmark} ({plan.size}) is not usable")

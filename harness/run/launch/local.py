@@ -20,12 +20,18 @@ from harness.core.runplan import RunPlan
 POLL_S = 0.5
 
 
-def _env(plan: RunPlan, system) -> dict[str, str]:
+def _env(plan: RunPlan, system, cpu_only: bool = False) -> dict[str, str]:
     env = dict(os.environ)
     env.update(system.launcher.env)
     env["OMP_NUM_THREADS"] = str(plan.threads_per_process)
     env.setdefault("HF_HUB_OFFLINE", "1")  # no weights or data from a hub, ever
     env.setdefault("PYTHONUNBUFFERED", "1")
+    if cpu_only or plan.device == "cpu":
+        # A CPU process on a GPU host must not see the GPU: megatron-core puts its buffers on
+        # torch.cuda.current_device() whenever CUDA is visible, whatever device the model is on
+        # (on an H200, gpt3's tiny pretraining on the CPU failed in baddbmm: "batch1 is on cpu");
+        # hidden, the process takes the CPU path CI tests (cpu_compat), with CI's numbers.
+        env["CUDA_VISIBLE_DEVICES"] = ""
     return env
 
 
@@ -54,16 +60,27 @@ class LocalLauncher:
             monitor.finished(plan, rc)
 
     def run_module(
-        self, plan, system, module: str, plan_file: Path | list[Path], log_name: str = "prepare.log"
+        self,
+        plan,
+        system,
+        module: str,
+        plan_file: Path | list[Path],
+        log_name: str = "prepare.log",
+        cpu_only: bool = False,
     ) -> tuple[int, str]:
         """One helper process for plan file(s) (data preparation, builds), its output kept in
-        run_dir/log_name."""
+        run_dir/log_name. `cpu_only` hides any GPU (data preparation: tiny data is then made as CI
+        makes it, the same bytes, and full data is only looked at)."""
         files = plan_file if isinstance(plan_file, list) else [plan_file]
         argv = [sys.executable, "-m", module, *(a for f in files for a in ("--plan", str(f)))]
         log = Path(plan.run_dir) / log_name
         with open(log, "ab") as out:
             proc = subprocess.Popen(
-                argv, stdout=out, stderr=subprocess.STDOUT, env=_env(plan, system), start_new_session=True
+                argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=_env(plan, system, cpu_only),
+                start_new_session=True,
             )
             try:
                 rc = proc.wait()
