@@ -9,7 +9,8 @@ Measures, in this order (each row of DIR/gpu_check.json names the implementation
    `torch._scaled_mm` (the FP8 figure where TE is missing). Step time, TFLOP/s, MFU against the
    datasheet peak (bench/gpu/flops.py), tokens/s, peak memory.
 2. One Llama 2 70B-width LoRA decoder layer (seq 8192): bf16; FP8 through torchao (the benchmark's
-   fp8 switch) and through `torch._scaled_mm`.
+   fp8 switch) and through `torch._scaled_mm`; bf16 and torchao FP8 again with the layer compiled
+   (the compile switch: eager torchao FP8 measured 1.9x slower than bf16 on the H200). Not yet run.
 3. One SD v2 UNet training step and one R-GAT training step at full size with the 1-GPU system's
    tuned config (bench/gpu/steps.py says what is real and what is synthetic). The SD step runs at
    the largest halving of the config's micro-batch that fits the card (dgx-h200x1's 64 would need

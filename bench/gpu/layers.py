@@ -187,8 +187,12 @@ def _torch_gpt3(ctx, fp8: bool) -> dict:
     return _figures(ctx, flop, timing, b * s, "fp8" if fp8 else "bf16")
 
 
-def _lora(ctx, fp8: str | None) -> dict:
-    """fp8: None (bf16), 'torchao' (the benchmark's convert_fp8) or 'scaled_mm' (fp8.py)."""
+def _lora(ctx, fp8: str | None, compiled: bool = False) -> dict:
+    """fp8: None (bf16), 'torchao' (the benchmark's convert_fp8) or 'scaled_mm' (fp8.py); `compiled`:
+    the layer compiled as the benchmark's `compile` switch does (`layer.compile()` after LoRA).
+    torchao's float8 is meant to run compiled: eager, its scaling is many small kernels, and the
+    fp8 switch measured 1.9x slower than bf16 on the H200 (2026-12-04); these rows say whether
+    fp8 + compile beats bf16 + compile before a shipped config keeps both on."""
     from benchmarks.llama2_70b_lora.config import Llama2LoraConfig
     from reference_impls.llama2_70b_lora import model as M
 
@@ -206,6 +210,8 @@ def _lora(ctx, fp8: str | None) -> dict:
     model.train()
     inner = model.base_model.model.model  # peft -> LlamaForCausalLM -> LlamaModel
     layer = inner.layers[0]
+    if compiled:
+        layer.compile()
     x = torch.randn(b, s, cfg.hidden_size, device=ctx.device, dtype=torch.bfloat16, requires_grad=True)
     pos = torch.arange(s, device=ctx.device).unsqueeze(0).expand(b, s)
     rope = inner.rotary_emb(x, pos)
@@ -231,6 +237,12 @@ def checks(ctx) -> Iterator[Check]:
     no_mcore = importable("megatron.core")
     no_te = importable("transformer_engine.pytorch") if cuda else "Transformer Engine needs CUDA"
     no_ao = importable("torchao.float8") if cuda else "torchao float8 needs CUDA"
+    # inductor on a CPU compiles C++ for ~20 s even for the smoke test's toy layer (measured): GPU only here
+    no_compile = (
+        None
+        if cuda
+        else "torch.compile rows run on the GPU only (CPU inductor: ~20 s to compile the toy layer)"
+    )
     spec = "TE spec" if not no_te else "local spec (no Transformer Engine)"
     rows = [
         (
@@ -263,6 +275,18 @@ def checks(ctx) -> Iterator[Check]:
             "benchmark model, frozen base linears in FP8 via torchao (the fp8 switch)",
             no_ao,
             lambda: _lora(ctx, "torchao"),
+        ),
+        (
+            "llama2_lora_layer/compile/bf16",
+            "benchmark model, the layer compiled as the compile switch does (inductor)",
+            no_compile,
+            lambda: _lora(ctx, None, compiled=True),
+        ),
+        (
+            "llama2_lora_layer/torchao-compile/fp8",
+            "benchmark model, torchao FP8 base linears, the layer compiled (fp8 + compile switches)",
+            no_ao or no_compile,
+            lambda: _lora(ctx, "torchao", compiled=True),
         ),
         (
             "llama2_lora_layer/torch-scaled_mm/fp8",
