@@ -22,6 +22,7 @@ import statistics
 import sys
 import tempfile
 import time
+import types
 import warnings
 from pathlib import Path
 
@@ -58,10 +59,9 @@ def main() -> int:
     if not manifest.is_prepared(plan):
         prepare.prepare(plan, log=lambda m: print(m, file=sys.stderr))
     from harness.core.mllog import MLLog
+    from harness.train.runtime import init_one_process_group
 
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", str(prepare._free_port()))
-    dist.init_process_group("gloo", rank=0, world_size=1)
+    init_one_process_group("gloo")
     cfg, layout = typed_config(plan), plan.layout
     train.init_parallel(layout, plan.seed)
     model, optimizer, scheduler, tcfg = gmodel.build(cfg, layout, "cpu")
@@ -70,7 +70,11 @@ def main() -> int:
     trainset, _ = data.build_datasets(data_dir, cfg, "tiny", plan.seed, cache_dir=tmp / "cache")
     stepper = train.Stepper(model, optimizer, scheduler, tcfg, cfg, layout, "cpu")
     log = MLLog(str(tmp / "mlperf.log"))
-    timings = train.Timings(tmp / "timings.jsonl")
+    # Timings takes the rank's runtime; this bench has none, only what Timings reads of one
+    rank0 = types.SimpleNamespace(
+        plan=types.SimpleNamespace(run_dir=str(tmp), resume_from=None), is_rank0=True
+    )
+    timings = train.Timings(rank0)
 
     from megatron.core.pipeline_parallel.schedules import get_forward_backward_func
 

@@ -21,8 +21,8 @@ def test_tiny_model_trains_on_cuda_without_the_cpu_layer():
         from harness.core.layout import Layout
         from reference_impls.gpt3 import cpu_compat, model as gm, train
         assert torch.cuda.is_available() and cpu_compat.enable() == 0
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(20000 + os.getpid() % 20000))
-        dist.init_process_group("nccl", rank=0, world_size=1)
+        from harness.train.runtime import init_one_process_group
+        init_one_process_group("nccl")
         torch.cuda.set_device(0)
         cfg = Gpt3Config(num_layers=2, hidden_size=64, num_attention_heads=4, ffn_hidden_size=256,
                          max_sequence_length=64, vocab_size=256, global_batch_size=16, micro_batch_size=16,

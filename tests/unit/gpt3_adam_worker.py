@@ -21,6 +21,7 @@ import torch.distributed as dist
 
 from benchmarks.gpt3.config import Gpt3Config
 from harness.core.layout import Layout
+from harness.train.runtime import init_one_process_group
 from reference_impls.gpt3 import dist_ckpt, train
 from reference_impls.gpt3 import model as gm
 
@@ -200,8 +201,7 @@ def case(kind: str, distributed: bool, folder: str) -> dict:
 
 
 def main(folder: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(20000 + os.getpid() % 20000))
-    dist.init_process_group("gloo", rank=0, world_size=1)
+    init_one_process_group("gloo")
     train.init_parallel(LAYOUT, 1)
     res = {
         f"{kind}/{'distributed' if d else 'plain'}": case(kind, d, f"{folder}/{kind}-{d}")

@@ -141,8 +141,8 @@ import json, os, sys, torch, torch.distributed as dist
 from benchmarks.gpt3.config import Gpt3Config
 from harness.core.layout import DEGREES, derive
 from reference_impls.gpt3 import model as gm, train
-os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(20000 + os.getpid() % 20000))
-dist.init_process_group("gloo", rank=0, world_size=1)
+from harness.train.runtime import init_one_process_group
+init_one_process_group("gloo")
 out, ready = {}, False
 for key, values in json.load(sys.stdin).items():
     cfg = Gpt3Config.model_validate(values)

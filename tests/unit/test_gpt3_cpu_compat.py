@@ -100,8 +100,8 @@ def test_gptmodel_checkpoint_round_trip_and_schedule_continuation():
         from benchmarks.gpt3.config import Gpt3Config
         from harness.core.layout import Layout
         from reference_impls.gpt3 import model as gm, train
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(20000 + os.getpid() % 20000))
-        dist.init_process_group("gloo", rank=0, world_size=1)
+        from harness.train.runtime import init_one_process_group
+        init_one_process_group("gloo")
         cfg = Gpt3Config(num_layers=2, hidden_size=32, num_attention_heads=4, ffn_hidden_size=64,
                          max_sequence_length=16, vocab_size=64, global_batch_size=4, micro_batch_size=4,
                          opt_base_learning_rate=1e-2, reference_global_batch_size=4, reference_warmup_steps=3,
