@@ -58,6 +58,13 @@ class Report(BaseModel):
         return self.model_dump_json(by_alias=True, indent=2)
 
 
+def tail(text: str, n: int = 40) -> str:
+    """The last n lines (at most 6,000 characters): what a failed check keeps of its output or
+    traceback, since the lent machine's scratch folder is gone when the call returns and one line
+    rarely says why."""
+    return "\n".join((text or "").rstrip().splitlines()[-n:])[-6000:]
+
+
 def one_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return f"{type(e).__name__}: {text[0] if text else ''}"[:500]
@@ -95,8 +102,7 @@ class Context:
         try:
             figures, status, detail = fn(), "ok", ""
         except Exception as e:  # a failed figure is reported, and the next one still runs
-            tb = traceback.format_exc().rstrip().splitlines()[-25:]  # one line rarely says where
-            figures, status, detail = {"traceback": "\n".join(tb)[-6000:]}, "failed", one_line(e)
+            figures, status, detail = {"traceback": tail(traceback.format_exc(), 25)}, "failed", one_line(e)
         finally:
             self.release()
         return Check(

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from subprocess import PIPE
 
-from bench.gpu.report import Check, Context, one_line
+from bench.gpu.report import Check, Context, one_line, tail
 from harness.core.errors import TARGET_NOT_REACHED, USAGE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,16 +73,10 @@ def _run(cmd: list[str], timeout: float) -> tuple[int, str, str]:
     return p.returncode, out, err
 
 
-def _tail(text: str, n: int = 40) -> str:
-    """The last n lines (at most 6,000 characters): what a failed check keeps of its output, since
-    the lent machine's scratch folder is gone when the call returns and one line rarely says why."""
-    return "\n".join((text or "").rstrip().splitlines()[-n:])[-6000:]
-
-
 def _rank_tails(folder: Path) -> dict[str, str]:
     """The tail of every run folder's rank output (`stdout.log`, `prepare.log`) under `folder`."""
     return {
-        str(f.relative_to(folder)): _tail(f.read_text(errors="replace"))
+        str(f.relative_to(folder)): tail(f.read_text(errors="replace"))
         for f in sorted(folder.glob("runs/*/*/*/*.log"))
         if f.name in ("stdout.log", "prepare.log")
     }
@@ -106,7 +100,7 @@ def gpu_tests(ctx: Context) -> Check:
         status="ok" if rc == 0 else "failed",
         path=shown(cmd),
         seconds=time.monotonic() - t0,
-        figures={"summary": summary, "exit_code": rc, **({} if rc == 0 else {"tail": _tail(out + err, 80)})},
+        figures={"summary": summary, "exit_code": rc, **({} if rc == 0 else {"tail": tail(out + err, 80)})},
         detail="" if rc == 0 else (summary or _last_line(err)),
     )
 
@@ -223,7 +217,7 @@ def run_job(ctx: Context, job: Job, system: str, work: Path, dry: bool = False) 
         if rc != 0:
             status, detail = "failed", f"mlperf check: {_last_line(out) or _last_line(err)}"
     if status == "failed":
-        figures.update(stderr_tail=_tail(err), rank_tails=_rank_tails(_results_dir(job, work)))
+        figures.update(stderr_tail=tail(err), rank_tails=_rank_tails(_results_dir(job, work)))
     return Check(
         name=job.name,
         kind=job.kind,
@@ -252,7 +246,7 @@ class Prepared:
             if bench not in self.done:
                 args = ["prepare", bench, "--size", "tiny", "--data-dir", str(self.work / "data" / bench)]
                 rc, _, err = _run(mlperf(*args), self.ctx.remaining())
-                why = f"mlperf prepare {bench} --size tiny: {_tail(err, 15) or f'exit {rc}'}"
+                why = f"mlperf prepare {bench} --size tiny: {tail(err, 15) or f'exit {rc}'}"
                 self.done[bench] = None if rc == 0 else why
             return self.done[bench]
 
