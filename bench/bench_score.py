@@ -56,7 +56,7 @@ def official(tree: Path):
     v5.1's theia_ngpu16 and theia_ngpu72 are both "Theia (1x NVIDIA GB300 NVL72)"), and a name key
     would let one folder's score overwrite the other's. The summarizer's row names the folder only
     in details_url (.../<submitter>/systems/<folder>.json)."""
-    from harness.review.rules import resolve
+    from harness.core.rulesets import resolve
 
     scores, wall, cpu, crashed = {}, 0.0, 0.0, []
     with tempfile.TemporaryDirectory(prefix="bench-score-") as tmp:

@@ -5,7 +5,8 @@ Each folder has the same shape:
     config.py           the typed config (pydantic; never imports torch)
     configs/tiny.yaml   tiny-size preset (any system)
     configs/<system>.yaml  settings tuned for one system (opens with the command that uses it)
-    tiny_rules.yaml     tiny-size compliance rules, run by the official checker
+Tiny-size compliance rules are derived per ruleset from the package's own files with the
+benchmark's `tiny_rules:` replacements (benchmarks/tiny_rules.py).
 Training code lives in `reference_impls/<name>/`, which exposes it as one typed spec
 (`reference_impls/<name>/spec.py`, held by `harness/resolve/registry.py`).
 """
@@ -27,9 +28,6 @@ REGISTRY: dict[str, str] = {
     "gnn": "gnn",
     "stable_diffusion": "stable_diffusion",
 }
-
-# The common tiny rules; each benchmark's tiny_rules.yaml is chained from it.
-TINY_RULES = ROOT / "tiny_common.yaml"
 
 
 def folder(name: str) -> Path:

@@ -37,26 +37,40 @@ class QualityTarget(Strict):
 
 
 class BenchmarkDef(Strict):
+    """What the installed mlperf-logging does not hold about a benchmark; what it holds (rulesets,
+    the name per ruleset, keys, closed literals, quality window, run count, RCPs) is read from it
+    (harness/core/rulesets.py, rule_files.py)."""
+
     name: str
-    """Official `submission_benchmark` name."""
+    """Registry name (benchmarks/<name>/); the name logged is the one of the run's ruleset
+    (`gnn` up to 4.1.0, `rgat` from 5.0.0: harness.core.rulesets.names_by_ruleset)."""
     aliases: list[str] = []
     title: str
     """Human name, e.g. 'GPT-3 175B pretraining'."""
-    ruleset: str = "4.0.0"
     quality: list[QualityTarget]
     """All must be reached (Stable Diffusion: FID and CLIP)."""
-    runs_per_result: int = Field(ge=1)
-    """Official number of runs for a result (mlperf_logging.benchmark_meta)."""
     eval_cadence: str
     """The rules' evaluation cadence, in words."""
     progress_key: Literal["epoch_num", "samples_count"]
     """Metadata key on `eval_accuracy` lines that measures progress (the RCP unit's carrier)."""
     rcp_unit: Literal["tokens", "samples", "epochs", "images"]
     fixed: dict[str, Any] = {}
-    """Closed-division hyperparameters that may not be changed (log key -> value)."""
+    """Closed-division values the rules fix that the package's closed file does not check (log key
+    -> value); the ones it checks come from it per ruleset (`closed_values`)."""
     tunable: list[str] = []
     """Closed-division hyperparameters a submitter may choose."""
     sizes: list[Literal["tiny", "full"]] = ["tiny", "full"]
+    tiny_rules: dict[str, dict[str, str | list[str]]] = {}
+    """Tiny size: records of the ruleset's closed_<name>.yaml replaced (key -> {CHECK or
+    ATLEAST_ONE_CHECK: expression}); applied by benchmarks/tiny_rules.py."""
+
+    @property
+    def runs_per_result(self) -> int:
+        """Official number of runs for a result (mlperf_logging.benchmark_meta, one table for all
+        rulesets)."""
+        from harness.core.rulesets import runs_required
+
+        return runs_required(self.name) or 1
 
 
 @dataclass(frozen=True)
@@ -111,6 +125,20 @@ class BenchmarkConfig(Strict):
     SWITCHES: ClassVar[dict[str, Switch]] = {}
     # Parallel degrees beyond DP that the implementation supports (e.g. ("tp", "pp", "vp", "cp")).
     SUPPORTS: ClassVar[tuple[str, ...]] = ()
+    # A `precision` field's value as the lowest_numerical_precision_* log keys spell it.
+    LOG_DTYPE: ClassVar[dict[str, str]] = {"fp32": "fp32", "bf16": "bfloat16", "fp16": "fp16"}
+
+    def lowest_precision(self, device: str) -> dict[str, str]:
+        """{'linear': ..., 'attn': ..., 'comm': ...}: the lowest numerical precision the code really
+        runs in the matmuls of linear layers, in attention, and in what ranks send each other
+        (gradients, activations, gathered parameters), spelt as ruleset 6.1.0's mandatory
+        lowest_numerical_precision_in_* keys allow ('fp8', 'fp16', 'bfloat16', 'tf32', 'fp32').
+
+        device: the RunPlan's 'cpu' or 'cuda', for what acts on one device kind only. A one-rank
+        run exchanges nothing; it still discloses what the code would send. (Not `precision`: three
+        configs have a field of that name.) Each benchmark's config says per value which code decides.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not disclose its numerical precisions")
 
 
 def gpu_only(cls: type[BenchmarkConfig]) -> list[str]:

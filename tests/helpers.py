@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-TINY_RULES = REPO / "benchmarks" / "tiny_common.yaml"
 
 
 def make_plan(benchmark: str, tmp_path: Path, **kw):
@@ -58,7 +57,11 @@ def events(log_path) -> list[dict]:
 
 
 def official_check(log_path) -> subprocess.CompletedProcess:
-    """mlperf_logging's compliance checker (ruleset 4.0.0) with the tiny rules on one log."""
+    """mlperf_logging's compliance checker, as a separate process, on one tiny log: under the
+    ruleset the log names (`harness_ruleset`) with that ruleset's tiny rules."""
+    from benchmarks.tiny_rules import config_path
+
+    ruleset = next(e["value"] for e in events(log_path) if e["key"] == "harness_ruleset")
     return subprocess.run(
         [
             sys.executable,
@@ -67,9 +70,9 @@ def official_check(log_path) -> subprocess.CompletedProcess:
             "--usage",
             "training",
             "--ruleset",
-            "4.0.0",
+            ruleset,
             "--config",
-            str(TINY_RULES),
+            config_path(ruleset),
             "--log_output",
             os.devnull,
             str(log_path),
@@ -286,3 +289,36 @@ def killed_and_resumed(
     assert ev[keys.index("harness_resumed")]["metadata"]["lost_ms"] > 0
     assert len(eval_points(run / "mlperf.log")) == keys.count("eval_accuracy")  # none logged twice
     return run
+
+
+def check_as_tree(result_file, dest: Path) -> dict:
+    """A run's claimed log as a whole result folder of its ruleset: copied as many times as the
+    package requires (mlperf_logging.benchmark_meta) into DEST/<org>/results/<system>/<name>/
+    beside the run's system JSON, then `mlperf check` on the tree (package, system-description
+    and compliance checkers of the log's ruleset). Returns the check's JSON; fails unless it passed.
+    The copies are one real log repeated: a tiny result is open division, so no seed check applies."""
+    import shutil
+
+    from harness.core.rulesets import runs_required
+
+    result_file = Path(result_file)
+    bench_dir = result_file.parent
+    system = bench_dir.parent.name
+    org_dir = bench_dir.parents[2]
+    out = Path(dest) / org_dir.name
+    (out / "systems").mkdir(parents=True)
+    shutil.copy(org_dir / "systems" / f"{system}.json", out / "systems" / f"{system}.json")
+    folder = out / "results" / system / bench_dir.name
+    folder.mkdir(parents=True)
+    for i in range(runs_required(bench_dir.name)):
+        shutil.copy(result_file, folder / f"result_{i}.txt")
+    r = subprocess.run(
+        mlperf_argv("check", str(out), "--json"),
+        cwd=REPO,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return json.loads(r.stdout)

@@ -155,6 +155,21 @@ class GnnConfig(BenchmarkConfig):
             raise ValueError("train_frac + validation_frac exceeds 1")
         return self
 
+    def lowest_precision(self, device: str) -> dict[str, str]:
+        """What reference_impls/gnn builds (the keys: BenchmarkConfig.lowest_precision). fp8_features
+        changes none of the three: train._batch_inputs upcasts the FP8 features to fp32 on the device
+        before the model, and a host-to-device copy is no communication between ranks."""
+        return {
+            # train._autocast: bf16 autocast over the forward when amp (GATConv's and the classifier's
+            # Linear), fp32 otherwise (CUDA fp32 matmuls: torch's default, no TF32).
+            "linear": "bfloat16" if self.amp else "fp32",
+            # GATConv scores edges as (x * att).sum with fp32 `att` parameters: type promotion lifts
+            # the logits, softmax and weighted sum to fp32 under autocast too.
+            "attn": "fp32",
+            # torch DDP all-reduces the grads in their dtype: fp32 (autocast leaves the params fp32).
+            "comm": "fp32",
+        }
+
     @property
     def label_file(self) -> str:
         return "node_label_2K.npy" if self.num_classes == 2983 else f"node_label_{self.num_classes}.npy"

@@ -12,6 +12,7 @@ The tiny size keeps the same formulas with its own reference constants (referenc
 from __future__ import annotations
 
 import math
+from importlib.util import find_spec
 from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
@@ -171,3 +172,31 @@ class Gpt3Config(BenchmarkConfig):
     @property
     def eval_interval_steps(self) -> int:
         return math.ceil(self.eval_interval_samples / self.global_batch_size)
+
+    def lowest_precision(self, device: str) -> dict[str, str]:
+        """What reference_impls/gpt3/model.py builds (the keys: BenchmarkConfig.lowest_precision)."""
+        dtype = self.LOG_DTYPE[self.precision]
+        gpu = device.startswith("cuda")
+        fp8 = gpu and self.fp8  # transformer_config(): `on_gpu and cfg.fp8`, else fp8 is never read
+        # linear: TE's FP8 GEMMs (fp8="hybrid"), else params_dtype; TE runs an all-fp32 GEMM in
+        # cuBLAS's TF32 compute type, and layer_spec() takes the TE spec on CUDA wherever it imports.
+        if fp8:
+            linear = "fp8"
+        elif gpu and dtype == "fp32" and find_spec("transformer_engine") is not None:
+            linear = "tf32"
+        else:
+            linear = dtype
+        # attn: core attention (TE's or megatron's local one) in params_dtype: the FP8 recipe leaves
+        # it out (fp8_dot_product_attention is never set).
+        attn = dtype
+        # comm: build()'s DDP reduces grads in fp32 (grad_reduce_in_fp32=True); TP collectives, PP
+        # sends and the distributed optimizer's param all-gather carry params_dtype; under FP8 with
+        # sequence parallelism TE all-gathers the GEMM inputs already cast to FP8.
+        tp = self.tensor_model_parallel_size
+        if fp8 and self.sequence_parallel and tp > 1:
+            comm = "fp8"
+        elif tp > 1 or self.pipeline_model_parallel_size > 1 or self.distributed_optimizer:
+            comm = dtype
+        else:
+            comm = "fp32"
+        return {"linear": linear, "attn": attn, "comm": comm}

@@ -165,6 +165,21 @@ class Llama2LoraConfig(BenchmarkConfig):
     def warmup_steps(self) -> int:
         return int(self.opt_learning_rate_warmup_factor * self.opt_learning_rate_training_steps)
 
+    def lowest_precision(self, device: str) -> dict[str, str]:
+        """What reference_impls/llama2_70b_lora builds (the keys: BenchmarkConfig.lowest_precision)."""
+        dtype = self.LOG_DTYPE[self.precision]
+        return {
+            # train.build casts the frozen base to `precision` (the fp32 LoRA matmuls are not the
+            # lowest); fp8: model.convert_fp8 swaps its linears but lm_head for torchao Float8Linear
+            # (CUDA only: elsewhere it stops the run).
+            "linear": "fp8" if self.fp8 else dtype,
+            # SDPA on q/k/v in the base's dtype (Float8Linear returns its input's dtype).
+            "attn": dtype,
+            # FSDP2, the only sync (model.shard_fsdp): params all-gathered in param_dtype=`precision`
+            # (torchao's FP8 all-gather is left off), LoRA grads reduce-scattered in fp32.
+            "comm": dtype,
+        }
+
     def lr_at(self, step: int) -> float:
         """LR for optimizer step `step` (0-based): linear warmup, then cosine to 0."""
         w, n = self.warmup_steps, self.opt_learning_rate_training_steps

@@ -171,6 +171,20 @@ class StableDiffusionConfig(BenchmarkConfig):
             raise ValueError(f"latent_size {self.latent_size} does not halve {levels - 1} times")
         return self
 
+    def lowest_precision(self, device: str) -> dict[str, str]:
+        """What reference_impls/stable_diffusion builds (the keys: BenchmarkConfig.lowest_precision)."""
+        dtype = self.LOG_DTYPE[self.precision]
+        return {
+            # model.mixed_precision autocasts the UNet's Linear and Conv2d to fp16/bf16; in fp32 on
+            # CUDA its convolutions run TF32 (torch.backends.cudnn.allow_tf32, on by default here).
+            "linear": "tf32" if dtype == "fp32" and device.startswith("cuda") else dtype,
+            # diffusers' SDPA processor on q/k/v from those Linears (flash_attention only picks the kernel).
+            "attn": dtype,
+            # torch DDP all-reduces the grads of the fp32 UNet params (autocast leaves them fp32) and
+            # ZeroRedundancyOptimizer broadcasts fp32 params.
+            "comm": "fp32",
+        }
+
     @property
     def checkpoint_interval_steps(self) -> int:
         return math.ceil(self.checkpoint_every_images / self.global_batch_size)

@@ -36,8 +36,8 @@ from harness.review.check import Report, check_path
     default=None,
     metavar="X.Y.Z",
     help="Training ruleset of the installed mlperf-logging to check against (default: inferred per log "
-    "and folder from the round in its path, else its benchmark, else 4.0.0; tiny logs use "
-    "benchmarks/tiny_common.yaml).",
+    "and folder: the log's own harness_ruleset, else the round in its path, else its benchmark, else "
+    "4.0.0; tiny logs use that ruleset's tiny rules, benchmarks/tiny_rules.py).",
 )
 @click.option("--round", "round_name", default=None, help="Round of the logs, e.g. v5.0 (ruleset 5.0.0).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document (schema_version 1) on stdout.")

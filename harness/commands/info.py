@@ -1,4 +1,4 @@
-"""`mlperf benchmarks list` and `mlperf systems list|show|validate|export`."""
+"""`mlperf benchmarks list|show` and `mlperf systems list|show|validate|export`."""
 
 from __future__ import annotations
 
@@ -30,22 +30,84 @@ def benchmarks_list(as_json):
 
     defs = [registry.get(n) for n in registry.available()]
     if as_json:
-        click.echo(json.dumps({"schema_version": 1, "benchmarks": [d.model_dump() for d in defs]}, indent=2))
+        from harness.core.rulesets import for_run
+
+        rows = [
+            d.model_dump() | {"runs_per_result": d.runs_per_result, "default_ruleset": for_run(d.name)[0]}
+            for d in defs
+        ]
+        click.echo(json.dumps({"schema_version": 1, "benchmarks": rows}, indent=2))
         return OK
     from rich.table import Table
 
-    t = Table(title="MLPerf Training benchmarks (ruleset 4.0.0)")
-    for col in ("name", "aliases", "quality target (full / tiny)", "runs", "RCP unit", "sizes"):
+    from harness.core.rulesets import for_run
+
+    t = Table(title="MLPerf Training benchmarks (runs follow the default ruleset; --ruleset picks another)")
+    for col in ("name", "aliases", "quality target (full / tiny)", "runs", "default ruleset", "sizes"):
         t.add_column(col)
     for d in defs:
         target = "; ".join(
             f"{q.metric} {'<=' if q.direction == 'lower' else '>='} {q.full:g} / {q.tiny:g}"
             for q in d.quality
         )
+        rs, name, _how = for_run(d.name)
         t.add_row(
-            d.name, ", ".join(d.aliases), target, str(d.runs_per_result), d.rcp_unit, ", ".join(d.sizes)
+            d.name, ", ".join(d.aliases), target, str(d.runs_per_result), f"{rs} ({name})", ", ".join(d.sizes)
         )
     _console().print(t)
+    return OK
+
+
+@benchmarks.command("show")
+@click.argument("bench")
+@click.option("--json", "as_json", is_flag=True)
+def benchmarks_show(bench, as_json):
+    """The rulesets of the installed mlperf-logging that list BENCH and what changed between them
+    (name, quality window, required keys, closed hyperparameters, RCPs, run count)."""
+    import benchmarks as registry
+    from harness.core.rulesets import for_run
+    from harness.review import ruleset_history
+
+    d = registry.get(bench)
+    hist = ruleset_history.history(d.name)
+    diff = ruleset_history.changes(hist)
+    default = for_run(d.name)
+    if as_json:
+        doc = {
+            "schema_version": 1,
+            "benchmark": d.name,
+            "default_ruleset": {"ruleset": default[0], "name": default[1], "why": default[2]},
+            "rulesets": [dict(h, rcps={str(k): v for k, v in h["rcps"].items()}) for h in hist],
+            "changes": diff,
+        }
+        click.echo(json.dumps(doc, indent=2))
+        return OK
+    from rich.table import Table
+
+    out = _console()
+    t = Table(title=f"{d.name}: {d.title}", title_justify="left")
+    for col in ("ruleset", "logged as", "quality window", "keys", "closed rules", "RCP batch sizes", "runs"):
+        t.add_column(col)
+    for h in hist:
+        t.add_row(
+            h["ruleset"] + (" (default)" if h["ruleset"] == default[0] else ""),
+            h["name"],
+            str(h["quality_window"]),
+            str(len(h["required_keys"])),
+            str(len(h["closed_hyperparameters"])),
+            ", ".join(map(str, h["rcps"])) or "-",
+            str(h["runs"]),
+        )
+    out.print(t)
+    for c in diff:
+        what = c["changes"]
+        if not what:
+            click.echo(f"{c['from']} -> {c['to']}: no change")
+            continue
+        click.echo(f"{c['from']} -> {c['to']}:")
+        for field, v in what.items():
+            for line in [v] if isinstance(v, str) else v:
+                click.echo(f"  {field}: {line}")
     return OK
 
 

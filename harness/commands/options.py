@@ -53,3 +53,13 @@ launcher = click.option(
     "--launcher", type=click.Choice(["local", "torchrun", "slurm"]), help="Override the system's launcher."
 )
 as_json = click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+
+ruleset = click.option(
+    "--ruleset",
+    metavar="X.Y.Z",
+    help="MLPerf ruleset to follow (default: the newest of the installed mlperf-logging that lists "
+    "the benchmark; `mlperf benchmarks show BENCH` lists them).",
+)
+round_name = click.option(
+    "--round", "round_name", metavar="vX.Y", help="The ruleset of an MLPerf round (v5.0 -> 5.0.0)."
+)

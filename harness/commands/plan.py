@@ -46,6 +46,8 @@ from harness.core.errors import ConfigError
     "--set", "sets", multiple=True, metavar="KEY=VALUE", help="Config override, as `mlperf run --set`."
 )
 @click.option("--nproc-per-node", type=int, help="Processes per node, as `mlperf run --nproc-per-node`.")
+@opt.ruleset
+@opt.round_name
 @click.option("--global-batch-size", "gbs", type=int, metavar="N", help="Plan for this global batch only.")
 @click.option("--calibrate", is_flag=True, help="Fit this system's mlperf-harness constants on RUN_DIRs.")
 @click.option("--out", "out_file", type=opt.OUT_FILE, metavar="FILE", help="Where --calibrate writes.")
@@ -58,8 +60,8 @@ from harness.core.errors import ConfigError
 )
 @click.option("--top", default=5, show_default=True, type=click.IntRange(1, 100), help="Layouts to show.")
 @click.option("--plot", "plot_path", type=opt.OUT_FILE, metavar="FILE.png", help="Also draw time vs size.")
-def plan(bench, run_dirs, system_name, system_json, stack, size, sets, nproc_per_node, gbs, calibrate, out_file,
-         cal_file, as_json, explain, top, plot_path):  # fmt: skip
+def plan(bench, run_dirs, system_name, system_json, stack, size, sets, nproc_per_node, ruleset, round_name, gbs,
+         calibrate, out_file, cal_file, as_json, explain, top, plot_path):  # fmt: skip
     """Choose the parallel layout, check memory and predict time-to-train of BENCH on a system.
 
     \b
@@ -100,9 +102,15 @@ def plan(bench, run_dirs, system_name, system_json, stack, size, sets, nproc_per
     if run_mode:
         if gbs:
             sets = (*sets, f"global_batch_size={gbs}")
-        result = planner.price_run(bench, system_name, size, sets, nproc_per_node, st, user)
+        result = planner.price_run(
+            bench, system_name, size, sets, nproc_per_node, st, user, ruleset, round_name
+        )
     else:
-        result = planner.search.search_layouts(bench, hw, gbs=gbs, stack=st, user=user)
+        import benchmarks
+        from harness.core.rulesets import for_run
+
+        rs = for_run(benchmarks.get(bench).name, ruleset, round_name)[0]  # the RCPs of that ruleset
+        result = planner.search.search_layouts(bench, hw, gbs=gbs, stack=st, user=user, ruleset=rs)
     doc = report.to_json(result, top, "run" if run_mode else "search", user)
     if explain:
         from harness.planner import explain as ex

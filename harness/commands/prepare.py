@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from harness.commands import options as opt
 from harness.core.errors import OK
 
 
@@ -20,8 +21,10 @@ from harness.core.errors import OK
     default=None,
     help="System whose config shapes the data (default: cpu-local for tiny, dgx-h100x8 for full).",
 )
+@opt.ruleset
+@opt.round_name
 @click.option("--force", is_flag=True, help="Regenerate tiny data even if it is already prepared.")
-def prepare(benchmark, size, data_dir, system, force):
+def prepare(benchmark, size, data_dir, system, ruleset, round_name, force):
     """Prepare BENCHMARK's data. Tiny: synthetic, deterministic, offline. Full: check that every
     file of the official dataset is where it should be, and say what is missing and where it comes from."""
     import tempfile
@@ -30,7 +33,17 @@ def prepare(benchmark, size, data_dir, system, force):
 
     system = system or ("cpu-local" if size == "tiny" else "dgx-h100x8")
     with tempfile.TemporaryDirectory(prefix="mlperf-prepare-") as tmp:
-        r = execute.resolve(benchmark, system, size=size, runs=1, seed=0, results_dir=tmp, data_dir=data_dir)
+        r = execute.resolve(
+            benchmark,
+            system,
+            size=size,
+            runs=1,
+            seed=0,
+            results_dir=tmp,
+            data_dir=data_dir,
+            ruleset=ruleset,
+            round_name=round_name,
+        )
         execute.write_plans(r.plans)
         plan = r.plans[0]
         if force:

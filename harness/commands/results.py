@@ -77,7 +77,7 @@ def score(path, as_json, csv_path, with_runs, ruleset, round_name, check, rcp):
     4.1.68) for every ruleset and benchmark it knows. The tree is never modified.
     Example: mlperf results score ../training_results_v5.0 --json
     """
-    from harness.review import rules
+    from harness.core import rulesets as rules
     from harness.review.results.score import score_tree
 
     if not os.path.exists(path):
@@ -230,7 +230,7 @@ def ingest(round_root, round_name, ruleset, check, db, as_json):
 def compare(benchmark, rounds, ruleset, accelerator, scale, by, plot_path, db, as_json):
     """Best score, matched-scale score, accelerator-minutes, scaling efficiency, energy and speedup per round."""
     from harness.commands.results_render import compare_table
-    from harness.review import rules
+    from harness.core import rulesets as rules
     from harness.review.results.compare import compare as do_compare
     from harness.review.results.ingest import DEFAULT_DB, load
 
@@ -259,7 +259,7 @@ def compare(benchmark, rounds, ruleset, accelerator, scale, by, plot_path, db, a
 def _benchmark_name(name: str) -> str:
     """A benchmark name of mlperf-logging as given; else the harness's aliases (e.g. llama2)."""
     import benchmarks
-    from harness.review import rules
+    from harness.core import rulesets as rules
 
     if name in rules.all_benchmarks():
         return name

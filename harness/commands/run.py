@@ -17,6 +17,8 @@ SCHEMA_VERSION = 1
 @click.argument("benchmark")
 @opt.system
 @opt.size
+@opt.ruleset
+@opt.round_name
 @click.option("--runs", type=int, help="Runs to make (default: the official count: 3 gpt3, 10 others).")
 @click.option("--seed", type=int, help="Seed of the first run; run i uses seed+i (default: random).")
 @click.option("--results-dir", default="results", show_default=True, type=opt.OUT_FOLDER)
@@ -49,6 +51,8 @@ def run(
     benchmark,
     system,
     size,
+    ruleset,
+    round_name,
     runs,
     seed,
     results_dir,
@@ -88,6 +92,8 @@ def run(
             nproc_per_node=nproc_per_node,
             data_dir=data_dir,
             launcher=launcher,
+            ruleset=ruleset,
+            round_name=round_name,
         )
     if dry_run:
         from harness.commands.run_show import show_dry_run
@@ -129,7 +135,18 @@ def run(
 # What the saved plan fixes: a resume must retrace the interrupted run (same config, layout, seed,
 # data and tree), so these options cannot change it; silently ignoring them would report a run the
 # user did not ask for. --launcher, --apply-tuning, --dry-run and --json still apply.
-_PLAN_OPTIONS = ("system", "size", "runs", "seed", "results_dir", "data_dir", "sets", "nproc_per_node")
+_PLAN_OPTIONS = (
+    "system",
+    "size",
+    "ruleset",
+    "round_name",
+    "runs",
+    "seed",
+    "results_dir",
+    "data_dir",
+    "sets",
+    "nproc_per_node",
+)
 
 
 def _refuse_plan_options_with_resume(ctx: click.Context) -> None:

@@ -9,13 +9,34 @@ import benchmarks
 
 
 def rules_files(plan) -> list[str]:
+    """The rule files the official checker runs for this plan's logs, in chain order."""
     if plan.size == "tiny":
-        return [str(benchmarks.TINY_RULES), str(benchmarks.folder(plan.benchmark) / "tiny_rules.yaml")]
-    div = plan.submission.division
+        from benchmarks.tiny_rules import config_path
+
+        common = config_path(plan.ruleset)
+        return [common, str(Path(common).parent / plan.submission_benchmark / "tiny_rules.yaml")]
+    from harness.core.rule_files import chain
+
     return [
-        f"mlperf_logging training_{plan.ruleset}/common.yaml",
-        f"{div}_common.yaml",
-        f"{div}_{plan.benchmark}.yaml",
+        f"mlperf_logging {f}"
+        for f in chain(plan.ruleset, plan.submission_benchmark, plan.submission.division)
+    ]
+
+
+def closed_table(resolved) -> list[dict]:
+    """The closed-division hyperparameters of the run's ruleset and size: the rule, the file it is
+    in, and the config's value where a config field has the log key's name (None: the training
+    code logs it from its own state, e.g. gradient_accumulation_steps from the layout)."""
+    plan = resolved.plans[0]
+    return [
+        {
+            "key": k,
+            "rule": rule,
+            "allowed": None if allowed is None else list(allowed),
+            "source": where,
+            "value": plan.config.get(k),
+        }
+        for k, (allowed, rule, where) in resolved.closed.items()
     ]
 
 
@@ -81,7 +102,15 @@ def show_dry_run(resolved, results_dir: Path, as_json: bool, apply_tuning: bool,
     launcher = launch.get(resolved.launcher, apply_tuning=apply_tuning)
     spec = registry.spec(plan.benchmark)
     command = launcher.describe(resolved.plans, resolved.system, spec.module)
-    out_dir = result_dir(results_dir, plan.submission.org, plan.submission.system, plan.benchmark)
+    out_dir = result_dir(results_dir, plan.submission.org, plan.submission.system, plan.submission_benchmark)
+    from importlib.metadata import version
+
+    ruleset = {
+        "name": plan.ruleset,
+        "why": plan.ruleset_source,
+        "source": f"mlperf-logging {version('mlperf-logging')} compliance_checker/training_{plan.ruleset}",
+        "submission_benchmark": plan.submission_benchmark,
+    }
     if as_json:
         doc = {
             "schema_version": 1,
@@ -91,7 +120,10 @@ def show_dry_run(resolved, results_dir: Path, as_json: bool, apply_tuning: bool,
             "notes": resolved.notes,
             "launcher": resolved.launcher,
             "launch": command,
+            "ruleset": ruleset,
             "rules": rules_files(plan),
+            "closed_hyperparameters": closed_table(resolved),
+            "disclosure": plan.disclosure,
             "results": str(out_dir),
             "node_tuning": resolved.system.launcher.node_tuning,
         }
@@ -121,10 +153,16 @@ def show_dry_run(resolved, results_dir: Path, as_json: bool, apply_tuning: bool,
     )
     out.print(f"layout: {plan.layout.describe()}")
     out.print(
-        f"division: {plan.submission.division}; ruleset {plan.ruleset}; targets {plan.target}; "
+        f"ruleset {plan.ruleset} ({plan.ruleset_source}; {ruleset['source']}), logged as "
+        f"{plan.submission_benchmark}; division: {plan.submission.division}; targets {plan.target}; "
         f"{len(resolved.plans)} run(s), seeds {[p.seed for p in resolved.plans]}"
     )
     out.print("rules: " + " -> ".join(rules_files(plan)))
+    out.print(
+        "closed hyperparameters: "
+        + "; ".join(f"{r['key']}: {r['rule']} ({r['source']})" for r in closed_table(resolved))
+    )
+    out.print("disclosed in the log: " + ", ".join(f"{k}={v}" for k, v in plan.disclosure.items()))
     tuning = resolved.system.launcher.node_tuning
     if tuning:
         state = "applied in the prologue" if apply_tuning else "NOT applied (pass --apply-tuning)"

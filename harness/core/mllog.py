@@ -74,20 +74,27 @@ class MLLog:
     # ---- the fixed prologue -------------------------------------------------------------
     def header(self, plan, hyperparameters: dict[str, Any]):
         """cache_clear .. hyperparameters, in the order the checker needs. Call first thing."""
+        from harness.core.rule_files import log_keys
+
         s = plan.submission
+        known = log_keys(plan.ruleset, plan.submission_benchmark, s.division)
         rows = [
             ("event", C.CACHE_CLEAR, plan.cache_cleared, None),
             ("start", C.INIT_START, None, None),
-            ("event", C.SUBMISSION_BENCHMARK, plan.benchmark, None),
+            ("event", C.SUBMISSION_BENCHMARK, plan.submission_benchmark, None),
             ("event", C.SUBMISSION_ORG, s.org, None),
             ("event", C.SUBMISSION_DIVISION, s.division, None),
-            ("event", C.SUBMISSION_STATUS, s.status, None),
+            # submission_status left the logs in ruleset 4.1.0 (the system JSON's `status` stays)
+            *([("event", C.SUBMISSION_STATUS, s.status, None)] if C.SUBMISSION_STATUS in known else []),
             ("event", C.SUBMISSION_PLATFORM, s.platform, None),
             # Not official keys (extra keys are allowed): tell `mlperf check` which rules apply.
             ("event", "harness_size", plan.size, {"not_submittable": plan.size == "tiny"}),
+            ("event", "harness_ruleset", plan.ruleset, None),
             ("event", "harness_version", __version__, None),
             ("event", C.SEED, plan.seed, None),
-            *(("event", k, v, None) for k, v in hyperparameters.items()),
+            # precision, parallelism and config disclosure (mandatory from 6.1.0, allowed before)
+            *(("event", k, v, None) for k, v in plan.disclosure.items()),
+            *(("event", k, v, None) for k, v in hyperparameters.items() if k not in plan.disclosure),
         ]
         for kind, key, value, md in rows:
             self._emit(kind, key, value, md, None)

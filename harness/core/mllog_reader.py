@@ -103,3 +103,18 @@ def read_new_events(path: str | Path, offset: int) -> tuple[list[dict], int]:
 def read_events(path: str | Path) -> list[dict]:
     """Every well-formed record of a log, in file order (a torn last line is ignored)."""
     return read_new_events(path, 0)[0]
+
+
+def header_value(path: str | Path, key: str, lines: int = 80):
+    """The value of `key` among the first `lines` MLLOG records of a log (the header), or None;
+    never raises (an unreadable file has no header)."""
+    try:
+        for _n, idx, text in iter_mllog(path):
+            if idx >= lines:
+                break
+            rec, _ = parse_record(text)
+            if rec is not None and rec.get("key") == key:
+                return rec.get("value")
+    except (OSError, UnicodeError):
+        return None
+    return None

@@ -32,6 +32,15 @@ class RunPlan(Strict):
     benchmark: str
     size: Literal["tiny", "full"]
     ruleset: str
+    """The MLPerf ruleset the run follows (mlperf-logging's training_X.Y.Z), logged `harness_ruleset`."""
+    ruleset_source: str = ""
+    """Why that ruleset: --ruleset, --round, or the default (the newest that lists the benchmark)."""
+    logged_name: str | None = None
+    """`submission_benchmark` in that ruleset when it differs from `benchmark` (gnn -> rgat from 5.0.0)."""
+    disclosure: dict[str, str | int] = {}
+    """How the run trains, logged in the header (mandatory from ruleset 6.1.0, allowed before):
+    lowest_numerical_precision_in_{linear,attn,comm}, {tensor,pipeline,context,expert}_parallelism,
+    micro_batch_size, config_filename (harness/resolve/runplans.py `disclosure`)."""
     submission: Submission
     task: Literal["train", "prepare", "lr_find", "build"] = "train"
     """What the process started with this plan does (harness/train/entry.py dispatches on it)."""
@@ -55,6 +64,11 @@ class RunPlan(Strict):
     cache_cleared: bool = False
     """Whether caches were really dropped before this run (logged `cache_clear`)."""
     resume_from: str | None = None
+
+    @property
+    def submission_benchmark(self) -> str:
+        """The benchmark's name in the run's ruleset: logged, and the result folder's name."""
+        return self.logged_name or self.benchmark
 
     def save(self, path: Path) -> None:
         atomic_write(path, self.model_dump_json(indent=2))

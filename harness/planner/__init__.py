@@ -69,7 +69,15 @@ def best_config(bench_name: str, system, global_batch_size: int | None = None) -
 
 
 def price_run(
-    bench: str, system: str, size=None, sets=(), nproc_per_node=None, stack=None, user=None
+    bench: str,
+    system: str,
+    size=None,
+    sets=(),
+    nproc_per_node=None,
+    stack=None,
+    user=None,
+    ruleset=None,
+    round_name=None,
 ) -> Plan:
     """The run `mlperf run BENCH --system SYSTEM [--size] [--set] [--nproc-per-node]` would start,
     resolved by the same code (harness.resolve.runplans), priced under `stack` (default: the
@@ -78,7 +86,15 @@ def price_run(
     from harness.resolve import runplans
 
     r = runplans.resolve_runs(
-        bench, system, size=size, runs=1, sets=sets, nproc_per_node=nproc_per_node, fallback=best_config
+        bench,
+        system,
+        size=size,
+        runs=1,
+        sets=sets,
+        nproc_per_node=nproc_per_node,
+        fallback=best_config,
+        ruleset=ruleset,
+        round_name=round_name,
     )
     rp = r.plans[0]
     cfg = benchmarks_config(rp)
@@ -88,7 +104,7 @@ def price_run(
     rc = getattr(cfg, "activation_recompute", None) or (
         "full" if getattr(cfg, "activation_checkpointing", False) else "none"
     )
-    return search.price(w, hw, rp.layout, st, user=user, recompute=rc)
+    return search.price(w, hw, rp.layout, st, user=user, recompute=rc, ruleset=rp.ruleset)
 
 
 def benchmarks_config(run_plan):

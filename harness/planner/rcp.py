@@ -36,8 +36,12 @@ def _rcp_dir(ruleset: str) -> Path:
 
 @cache
 def points(bench: str, ruleset: str = "4.0.0") -> tuple[RcpPoint, ...]:
-    """All RCP records of a benchmark, sorted by batch size."""
-    path = _rcp_dir(ruleset) / f"rcps_{bench}.json"
+    """All RCP records of a benchmark, sorted by batch size (under its name in the ruleset:
+    gnn's are rcps_rgat.json from 5.0.0)."""
+    from harness.core.rulesets import names_by_ruleset
+
+    name = names_by_ruleset(bench).get(ruleset, bench)
+    path = _rcp_dir(ruleset) / f"rcps_{name}.json"
     if not path.exists():
         raise ConfigError(f"no RCP table for '{bench}' in ruleset {ruleset} ({path})")
     out = []

@@ -107,6 +107,7 @@ def to_json(plan: Plan, top: int, mode: str = "search", user: dict | None = None
         "size": w.size,
         "system": hw.name,
         "mode": mode,
+        "ruleset": plan.ruleset,  # whose RCPs give the samples to converge
         "hardware": {
             "accelerator": hw.accelerator,
             "family": hw.family,

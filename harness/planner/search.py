@@ -312,7 +312,13 @@ def search_layouts(
 
 
 def price(
-    w: W.Workload, hw, layout, stack: S.Stack, user: dict | None = None, recompute: str = "none"
+    w: W.Workload,
+    hw,
+    layout,
+    stack: S.Stack,
+    user: dict | None = None,
+    recompute: str = "none",
+    ruleset: str = RULESET,
 ) -> Plan:
     """One given run (a resolved config's layout) priced under `stack`: a Plan with one option.
     A layout that does not fit memory is kept, with a note (the run itself would find out)."""
@@ -333,9 +339,17 @@ def price(
         notes.append(
             f"this layout needs {sum(mem.values()):.1f} GiB per accelerator, more than {hw.memory_gib:.0f}"
         )
-    t = T.time_to_train(w, c, hw, k, RULESET, tiny=(user or {}).get("tiny"))
+    t = T.time_to_train(w, c, hw, k, ruleset, tiny=(user or {}).get("tiny"))
     plan = Plan(
-        w.name, hw, [Option(c, mem, t, None)], considered=1, stack=stack, constants=k, notes=notes, workload=w
+        w.name,
+        hw,
+        [Option(c, mem, t, None)],
+        considered=1,
+        stack=stack,
+        constants=k,
+        notes=notes,
+        workload=w,
+        ruleset=ruleset,
     )
     return plan
 

@@ -60,9 +60,24 @@ def _config_file(path: Path, size: str) -> dict[str, Any] | None:
 
 
 def resolve(
-    defn: BenchmarkDef, size: str, system_name: str, division: str, overrides: dict[str, Any], fallback=None
+    defn: BenchmarkDef,
+    size: str,
+    system_name: str,
+    division: str,
+    overrides: dict[str, Any],
+    fallback=None,
+    closed: dict[str, tuple[tuple | None, str, str]] | None = None,
+    ruleset: str | None = None,
 ) -> tuple[BenchmarkConfig, dict[str, str], list[str]]:
-    """(config, provenance, sources) for one benchmark; raises ConfigError on any bad key/value."""
+    """(config, provenance, sources) for one benchmark; raises ConfigError on any bad key/value.
+    `closed`: log key -> (allowed values, rule, rule file) of the closed division at this ruleset
+    and size (benchmarks/tiny_rules.py closed_values; computed here when not given, under
+    `ruleset` or the benchmark's default); a --set outside them is refused."""
+    if closed is None:
+        from benchmarks.tiny_rules import closed_values
+        from harness.core.rulesets import for_run
+
+        closed = closed_values(defn.name, ruleset or for_run(defn.name)[0], size)
     cls = config_class(defn)
     fields = set(cls.model_fields)
     layers: list[tuple[str, dict[str, Any]]] = []
@@ -91,10 +106,16 @@ def resolve(
                 f"--set {k}: unknown key for {defn.name}{suggest(k, fields)}; "
                 f"see `mlperf run {defn.name} --dry-run` for all keys"
             )
-        if k in defn.fixed and (division == "closed" or size == "tiny") and v != defn.fixed[k]:
+        allowed, _rule, where = closed.get(k, (None, "", ""))
+        # Closed division: every closed value. An open tiny run (cpu-local): the fixed ones only,
+        # so a tiny log keeps the reference's shape, while a tunable one (the learning rate an
+        # `mlperf lr-find` suggests) may leave the rules' choices; `mlperf check` then says so.
+        binding = division == "closed" or (size == "tiny" and k not in defn.tunable)
+        if allowed is not None and binding and v not in allowed:
+            one = str(allowed[0]) if len(allowed) == 1 else "one of " + ", ".join(map(str, allowed))
             raise ConfigError(
-                f"--set {k}={v}: '{k}' is fixed at {defn.fixed[k]} by the closed-division rules of "
-                f"{defn.name} (ruleset {defn.ruleset}); only an open-division full-size run may change it"
+                f"--set {k}={v}: '{k}' is fixed at {one} by the closed-division rules of {defn.name} "
+                f"(ruleset {ruleset}, {where}); only an open-division full-size run may change it"
             )
     if overrides:
         layers.append(("--set", overrides))

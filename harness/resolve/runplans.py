@@ -18,6 +18,7 @@ from pathlib import Path
 
 import benchmarks
 from harness.core import layout as layout_mod
+from harness.core import rulesets
 from harness.core.errors import ConfigError, suggest
 from harness.core.runplan import RunPlan, Submission
 from harness.resolve import config as config_mod
@@ -48,6 +49,9 @@ class Resolved:
     sources: list[str]
     launcher: str
     notes: list[str] = field(default_factory=list)
+    closed: dict[str, tuple[tuple | None, str, str]] = field(default_factory=dict)
+    """The closed-division hyperparameters at this ruleset and size: log key -> (allowed values or
+    None, the rule in words, the file it is in)."""
 
 
 def default_size(system: systems.SystemSpec) -> str:
@@ -83,8 +87,13 @@ def resolve_runs(
     data_dir: str | Path | None = None,
     launcher: str | None = None,
     fallback: Fallback | None = None,
+    ruleset: str | None = None,
+    round_name: str | None = None,
 ) -> Resolved:
+    from benchmarks.tiny_rules import closed_values
+
     defn = benchmarks.get(benchmark)
+    rs, logged, rs_how = rulesets.for_run(defn.name, ruleset, round_name)
     spec = systems.load(system)
     if nproc_per_node is not None:
         spec = spec.with_overrides(accelerators_per_node=nproc_per_node)
@@ -106,7 +115,10 @@ def resolve_runs(
         )
         return fallback(defn.name, spec, sets.get("global_batch_size"))
 
-    cfg, provenance, sources = config_mod.resolve(defn, size, spec.name, spec.division, overrides, proposed)
+    closed = closed_values(defn.name, rs, size)
+    cfg, provenance, sources = config_mod.resolve(
+        defn, size, spec.name, spec.division, overrides, proposed, closed=closed, ruleset=rs
+    )
     lay = layout_mod.derive(
         cfg,
         spec.nodes,
@@ -139,6 +151,7 @@ def resolve_runs(
         platform=spec.submission_platform,
         system=spec.name,
     )
+    told = disclosure(cfg, lay, "cpu" if spec.accelerator.kind == "cpu" else "cuda", sources)
     plans = []
     for i in range(n):
         run_dir = runs_root / f"{stamp}-{os.getpid()}-{i}"
@@ -146,7 +159,10 @@ def resolve_runs(
             RunPlan(
                 benchmark=defn.name,
                 size=size,
-                ruleset=defn.ruleset,
+                ruleset=rs,
+                ruleset_source=rs_how,
+                logged_name=None if logged == defn.name else logged,
+                disclosure=told,
                 submission=sub,
                 config=cfg.model_dump(),
                 provenance=provenance,
@@ -162,4 +178,28 @@ def resolve_runs(
             )
         )
     kind = choose_launcher(launcher, spec, lay.world_size)
-    return Resolved(plans, spec, defn, sources, kind, notes)
+    return Resolved(plans, spec, defn, sources, kind, notes, closed)
+
+
+def disclosure(cfg, lay: layout_mod.Layout, device: str, sources: list[str]) -> dict[str, str | int]:
+    """The run-config keys ruleset 6.1.0 makes mandatory, from what the run really does: the
+    precisions from the typed config's `precision` (the code's dtypes per switch), the layout's
+    degrees (expert parallelism 1: no benchmark here has experts), the micro batch size, and the
+    name of the most specific config file (the system's YAML, tiny.yaml, or the planner's proposal)."""
+    prec = cfg.lowest_precision(device)
+    last = sources[-1] if sources else "defaults"
+    if last.startswith("--set") and len(sources) > 1:
+        last = sources[-2]
+    inner = last[last.find("(") + 1 : last.rfind(")")] if "(" in last else last
+    name = os.path.basename(inner) if inner.endswith(".yaml") else inner.strip("`")
+    return {
+        "lowest_numerical_precision_in_linear": prec["linear"],
+        "lowest_numerical_precision_in_attn": prec["attn"],
+        "lowest_numerical_precision_in_comm": prec["comm"],
+        "tensor_parallelism": lay.tp,
+        "pipeline_parallelism": lay.pp,
+        "context_parallelism": lay.cp,
+        "expert_parallelism": 1,
+        "micro_batch_size": lay.micro_batch_size,
+        "config_filename": name or "defaults",
+    }

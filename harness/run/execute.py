@@ -127,7 +127,9 @@ class _Collector:
             events = read_events(Path(plan.log_path))  # now with the run_stop just written
         res = summarize(plan, returncode, events)
         if "run_start" in keys:
-            folder = tree.result_dir(self.root, plan.submission.org, plan.submission.system, plan.benchmark)
+            folder = tree.result_dir(
+                self.root, plan.submission.org, plan.submission.system, plan.submission_benchmark
+            )
             replaces = resume.replaces_result(plan)  # a resumed run keeps its aborted attempt's number
             if replaces is not None and replaces.parent.resolve() == folder.resolve():
                 target = claim.replace_result(Path(plan.log_path), replaces)

@@ -141,7 +141,7 @@ def _claimed_result(plan: RunPlan, log_path: Path) -> Path | None:
     if not log_path.exists() or log_path.stat().st_nlink < 2:
         return None
     s = plan.submission
-    folder = tree.result_dir(results_root(Path(plan.run_dir)), s.org, s.system, plan.benchmark)
+    folder = tree.result_dir(results_root(Path(plan.run_dir)), s.org, s.system, plan.submission_benchmark)
     for i in tree.existing_results(folder):
         p = folder / f"result_{i}.txt"
         try:

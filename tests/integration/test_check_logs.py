@@ -147,4 +147,6 @@ def test_tiny_log_uses_the_tiny_rules():
     tree = Path(__file__).resolve().parents[1] / "data" / "tiny_tree"
     log = next(tree.rglob("result_0.txt"))
     res = check_log(log)
-    assert res.tiny and res.rules == tiny_rules_path() and res.passed, [f.one_line() for f in res.findings]
+    assert res.tiny and res.rules == tiny_rules_path(res.ruleset) and res.passed, [
+        f.one_line() for f in res.findings
+    ]

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from helpers import (
     assert_resumed_curve_matches,
+    check_as_tree,
     killed_and_resumed,
     make_plan,
     official_check,
@@ -17,7 +18,7 @@ from helpers import (
 )
 from helpers import events as mllog_events
 
-from harness.core.runfolder import read_timings
+from harness.core.runfolder import read_timings, results_root
 from harness.core.runplan import RunPlan
 
 pytestmark = pytest.mark.slow  # trains or starts rank processes: not in the -m 'not slow' loop
@@ -86,8 +87,16 @@ def _assert_converged(plan):
     return accs
 
 
-def test_one_process_reaches_the_target_and_the_log_passes_the_checker(plain_run):
-    _assert_converged(RunPlan.load(plain_run / "plan.json"))
+def test_one_process_reaches_the_target_and_the_log_passes_the_checker(plain_run, tmp_path):
+    plan = RunPlan.load(plain_run / "plan.json")
+    _assert_converged(plan)
+    # the default ruleset, 5.1.0, names the benchmark rgat: in the log and as the result folder,
+    # whose whole tree (10 copies of this log) its package and system-description checkers pass
+    assert (plan.ruleset, plan.submission_benchmark) == ("5.1.0", "rgat")
+    (result,) = results_root(plain_run).glob("*/results/cpu-local/rgat/result_0.txt")
+    assert {e["value"] for e in mllog_events(result) if e["key"] == "submission_benchmark"} == {"rgat"}
+    doc = check_as_tree(result, tmp_path / "tree")
+    assert {r["ruleset"] for r in doc["logs"]} == {"5.1.0"} and len(doc["logs"]) == 10
     rows = read_timings(plain_run / "timings.jsonl")
     assert [row["step"] for row in rows] == list(range(1, len(rows) + 1))
     assert all(0 < row["data_wait_s"] < row["step_time_s"] for row in rows)

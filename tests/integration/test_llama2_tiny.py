@@ -11,6 +11,7 @@ import pytest
 from helpers import (
     REPO,
     assert_resumed_curve_matches,
+    check_as_tree,
     env,
     events,
     kill_after_first_checkpoint,
@@ -74,9 +75,11 @@ def test_tiny_run_in_bf16_reaches_target_and_log_passes_tiny_rules(mlperf, tmp_p
         "submission_benchmark",
         "submission_org",
         "submission_division",
-        "submission_status",
         "submission_platform",
+        "harness_ruleset",
         "seed",
+        "lowest_numerical_precision_in_linear",
+        "config_filename",
         "global_batch_size",
         "gradient_accumulation_steps",
         "opt_base_learning_rate",
@@ -93,6 +96,11 @@ def test_tiny_run_in_bf16_reaches_target_and_log_passes_tiny_rules(mlperf, tmp_p
     pos = [keys.index(k) for k in order]
     assert pos == sorted(pos)
     hp = {e["key"]: e["value"] for e in ev}
+    # the default ruleset (6.1.0): no submission_status since 4.1.0, the disclosure keys of what ran
+    assert hp["harness_ruleset"] == "6.1.0" and "submission_status" not in hp
+    assert [hp[f"lowest_numerical_precision_in_{k}"] for k in ("linear", "attn", "comm")] == ["bfloat16"] * 3
+    assert (hp["tensor_parallelism"], hp["context_parallelism"], hp["micro_batch_size"]) == (1, 1, 8)
+    assert hp["config_filename"] == "tiny.yaml"
     assert hp["lora_rank"] == 16 and hp["lora_alpha"] == 32 and isinstance(hp["lora_alpha"], int)
     assert hp["opt_gradient_clip_norm"] == 0.3 and hp["opt_adamw_weight_decay"] == 1e-4
     assert hp["train_samples"] == 2048 and hp["eval_samples"] == 64
@@ -112,13 +120,16 @@ def test_tiny_run_in_bf16_reaches_target_and_log_passes_tiny_rules(mlperf, tmp_p
     assert {"step", "step_time_s", "data_wait_s", "samples_per_s"} <= set(recs[0])
     assert any("loss" in x for x in recs)
 
-    c = mlperf("check", str(log))
-    assert c.returncode == 0, c.stdout + c.stderr
+    # the whole result folder of 6.1.0 (10 copies of this log): package, system-description and
+    # compliance checkers of that ruleset
+    doc = check_as_tree(log, tmp_path / "tree")
+    assert {r["ruleset"] for r in doc["logs"]} == {"6.1.0"} and len(doc["logs"]) == 10
 
 
 # 2 ranks under torchrun, FSDP2 over gloo: DP 2 x MBS 4 x GA 1. Seed 5 reaches the target at 3,552
 # samples (444 steps) at 2 ranks; seeds 4 and 9: 3,648 and 3,840.
-FSDP2 = ("--nproc-per-node", "2", "--set", "micro_batch_size=4")
+# Under ruleset 5.0.0 (the default is 6.1.0): a submitter's earlier round, its own tiny rules.
+FSDP2 = ("--nproc-per-node", "2", "--set", "micro_batch_size=4", "--ruleset", "5.0.0")
 FSDP2_SEED = 5
 # The killed run stops at step 96 (`max_steps`: the loop ends, the data order stays): its first
 # checkpoint is at step 24 (tiny.yaml checkpoint_interval_steps), it is killed right after it, and
@@ -145,6 +156,10 @@ def test_two_ranks_fsdp_over_gloo_reach_target(fsdp2_run):
     ev = events(Path(fsdp2_run["result_file"]))
     assert {e["key"]: e["value"] for e in ev}["gradient_accumulation_steps"] == 1
     assert official_check(Path(fsdp2_run["result_file"])).returncode == 0
+    hp = {e["key"]: e["value"] for e in ev}
+    assert (
+        hp["harness_ruleset"] == "5.0.0" and hp["lowest_numerical_precision_in_linear"] == "fp32"
+    )  # tiny.yaml
 
 
 def test_two_ranks_fsdp_kill9_after_first_checkpoint_resume_gives_the_same_curve(

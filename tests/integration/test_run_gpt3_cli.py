@@ -30,8 +30,10 @@ def test_three_tiny_runs_reach_target_score_and_pass_check(mlperf, tmp_path_fact
     assert json.loads((res / "MyOrg" / "systems" / "cpu-local.json").read_text())["division"] == "open"
     seeds = {read_run(folder / f"result_{i}.txt").seed for i in range(3)}
     assert seeds == {3, 4, 5}
-    c = mlperf("check", str(folder))
+    # the whole tree under gpt3's default ruleset (4.1.0): package, system-description, compliance
+    c = mlperf("check", str(res / "MyOrg"), "--json")
     assert c.returncode == 0, c.stdout + c.stderr
+    assert {r["ruleset"] for r in json.loads(c.stdout)["logs"]} == {"4.1.0"}
 
 
 def test_target_not_reached_exits_3_with_aborted_log(mlperf, tmp_path, tmp_path_factory):

@@ -16,6 +16,7 @@ import pytest
 import torch
 from helpers import (
     assert_resumed_curve_matches,
+    check_as_tree,
     killed_and_resumed,
     make_plan,
     official_check,
@@ -26,7 +27,7 @@ from helpers import (
 from helpers import events as mllog_events
 
 import benchmarks
-from harness.core.runfolder import read_timings
+from harness.core.runfolder import read_timings, results_root
 from reference_impls.stable_diffusion import manifest, model, prepare, train
 
 pytestmark = pytest.mark.slow  # trains or starts rank processes: not in the -m 'not slow' loop
@@ -56,7 +57,7 @@ def _uninterrupted(tmp_path_factory, data_dir) -> Path:
     )
 
 
-def test_run_reaches_the_targets_and_the_log_passes_the_checker(plan, tmp_path_factory):
+def test_run_reaches_the_targets_and_the_log_passes_the_checker(plan, tmp_path_factory, tmp_path):
     run = _uninterrupted(tmp_path_factory, plan.data_dir)
     log = run / "mlperf.log"
     events = mllog_events(log)
@@ -105,6 +106,11 @@ def test_run_reaches_the_targets_and_the_log_passes_the_checker(plan, tmp_path_f
 
     r = official_check(log)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    # the default ruleset (5.0.0) and its whole result folder (10 copies of this log)
+    assert hp["harness_ruleset"] == "5.0.0" and hp["lowest_numerical_precision_in_linear"] == "fp32"
+    (result,) = results_root(run).glob("*/results/cpu-local/stable_diffusion/result_0.txt")
+    doc = check_as_tree(result, tmp_path / "tree")
+    assert {x["ruleset"] for x in doc["logs"]} == {"5.0.0"} and len(doc["logs"]) == 10
 
     rows = read_timings(run / "timings.jsonl")  # the last row of a step both attempts logged
     assert [row["step"] for row in rows] == list(range(1, len(rows) + 1))

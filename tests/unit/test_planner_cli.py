@@ -135,8 +135,8 @@ def test_batch_below_the_smallest_rcp_is_predicted_as_the_checker_accepts_it(tmp
     """Fujitsu v4.0: stable_diffusion at GBS 256 on 4 H100 (the checker compares it with the
     smallest RCP and passes it)."""
     f = _json_file(tmp_path, accelerators_per_node="4", accelerator_model_name="NVIDIA H100-SXM5-80GB")
-    doc = run_json("stable_diffusion", "--system-json", f, "--global-batch-size", "256")
-    assert doc["best"]["layout"]["gbs"] == 256 and doc["predicted_min"] > 0
+    doc = run_json("stable_diffusion", "--system-json", f, "--global-batch-size", "256", "--round", "v4.0")
+    assert doc["ruleset"] == "4.0.0" and doc["best"]["layout"]["gbs"] == 256 and doc["predicted_min"] > 0
     assert doc["best"]["samples_to_converge"] >= 2_560_000
 
 

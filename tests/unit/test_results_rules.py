@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from fixtures import fixture_path
 
+from harness.core import rulesets as rules
 from harness.core.errors import ConfigError
-from harness.review import rules
 from harness.review.check.official import parse, quiet_check
 
 
@@ -151,7 +151,11 @@ def test_libyaml_reads_every_rule_file_as_the_pure_python_loader():
 
     here = Path(importlib.util.find_spec("mlperf_logging.compliance_checker").origin).parent
     files = [f for f in sorted(here.glob("training_*/*.yaml")) if f.parent.name >= "training_3.0.0"]
-    files += [Path(tiny_rules_path()), *sorted(Path(tiny_rules_path()).parent.glob("*/tiny_rules.yaml"))]
+    for rs in ("4.0.0", "6.1.0"):
+        files += [
+            Path(tiny_rules_path(rs)),
+            *sorted(Path(tiny_rules_path(rs)).parent.glob("*/tiny_rules.yaml")),
+        ]
     assert len(files) > 100
     for f in files:
         with open(f) as a, open(f) as b:

@@ -7,7 +7,7 @@ a submitter folder or a whole submission tree, with every finding explained in o
                  findings) and the system-description checker (systems.py)
     messages.py  the official tools' messages turned into findings (what, where, how to fix)
 
-The ruleset of each log and folder is `--ruleset` or inferred (review/rules.py) and reported with
+The ruleset of each log and folder is `--ruleset` or inferred (core/rulesets.py) and reported with
 its verdict. Logs and result folders are checked in parallel over the cores (review/pool.py).
 Torch-free; never modifies the tree it reads (the package checker runs on a symlinked mirror).
 """
@@ -33,7 +33,7 @@ def __getattr__(name: str):
 
         return Finding
     if name in ("DEFAULT_RULESET", "validate_ruleset"):
-        from harness.review import rules
+        from harness.core import rulesets as rules
 
         return getattr(rules, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

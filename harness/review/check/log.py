@@ -2,9 +2,10 @@
 
 What runs (mlperf-logging 4.1.68, in-process, never re-encoding a rule):
 - every log: the compliance checker (`mlp_compliance`), with the official rules of `--ruleset`
-  or of the ruleset inferred for it (review/rules.py: the round in its path, its benchmark, else
-  4.0.0; each verdict names its ruleset and why) or, for our tiny logs (`harness_size: tiny`), `benchmarks/tiny_common.yaml`
-  (which chains `benchmarks/<name>/tiny_rules.yaml`);
+  or of the ruleset inferred for it (core/rulesets.py: the round in its path, its benchmark, else
+  4.0.0; our own logs name theirs, `harness_ruleset`; each verdict names its ruleset and why) or,
+  for our tiny logs (`harness_size: tiny`), that ruleset's tiny rules (benchmarks/tiny_rules.py:
+  its own files with the size-dependent numbers changed);
 - a submission tree (`<org>/systems/*.json` + `<org>/results/<system>/<benchmark>/`): see
   `tree.py` (package, system-description, seed and RCP checkers).
 
@@ -28,9 +29,9 @@ import time
 import warnings
 from dataclasses import asdict, dataclass, field
 
+from harness.core import rulesets as rules
 from harness.core.files import is_special
 from harness.core.mllog_reader import TOKEN
-from harness.review import rules
 from harness.review.check import messages, official
 from harness.review.check.messages import Finding, Scan
 
@@ -84,15 +85,20 @@ def captured_official_output():
         root.setLevel(old_level)
 
 
-def tiny_rules_path() -> str:
-    from benchmarks import TINY_RULES
+def tiny_rules_path(ruleset: str) -> str:
+    from benchmarks.tiny_rules import config_path
 
-    return str(TINY_RULES)
+    return config_path(ruleset)
 
 
 def rules_for(scan: Scan, ruleset: str) -> tuple[str, bool]:
     tiny = scan.first_value.get("harness_size") == "tiny"
-    return (tiny_rules_path() if tiny else f"training_{ruleset}/common.yaml"), tiny
+    if tiny:
+        from benchmarks.tiny_rules import our_names
+
+        if our_names(ruleset):
+            return tiny_rules_path(ruleset), tiny
+    return f"training_{ruleset}/common.yaml", tiny
 
 
 def _harness_error(res: LogResult, message: str, fix: str, line: int | None = None) -> None:
@@ -119,6 +125,9 @@ def check_log(
         return _done(res, t0)
     scan = messages.scan(path)
     bench = scan.first_value.get("submission_benchmark")
+    own = scan.first_value.get("harness_ruleset")
+    if not ruleset and not round_name and isinstance(own, str) and own in rules.rulesets():
+        ruleset, source = own, "the log's harness_ruleset"  # our runs name the rules they ran under
     if ruleset and source:
         how, note = source, None
     elif isinstance(bench, str) and bench in rules.all_benchmarks():
@@ -155,9 +164,9 @@ def check_log(
         if not os.path.isfile(chained):  # the checker would crash opening it
             _harness_error(
                 res,
-                f"tiny log, but there are no tiny rules for '{res.benchmark}' ({chained} is missing)",
-                f"add benchmarks/{res.benchmark}/tiny_rules.yaml (the closed 4.0.0 rules with the "
-                "size-dependent numbers changed), or check a full-size log",
+                f"tiny log of '{res.benchmark}', which is not one of our benchmarks in ruleset {ruleset}: "
+                "no tiny rules for it",
+                "check it under a ruleset that lists it (--ruleset), or check a full-size log",
             )
             return _done(res, t0)
 

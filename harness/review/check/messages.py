@@ -268,7 +268,8 @@ def explain(msg: str, severity: str, scan: Scan, file: str) -> Finding:
             "compliance",
             severity,
             msg_s.splitlines()[0],
-            "the rule file is missing: for tiny logs, benchmarks/<name>/tiny_rules.yaml must exist",
+            "the rule file is missing: for tiny logs, the benchmark must be ours and in the log's ruleset "
+            "(benchmarks/tiny_rules.py writes <name>/tiny_rules.yaml for those)",
             detail=msg,
         )
     if msg_s.startswith("failed test:"):

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from harness.core.mllog_reader import TOKEN, iter_token_lines
-from harness.review.rules import USAGE
+from harness.core.rulesets import USAGE
 
 _lock = threading.RLock()  # guards the module attributes swapped below
 _rules_cache: dict = {}
@@ -128,9 +128,9 @@ class Verdict:
     crashed: bool = False  # the official tool raises here (the summarizer stops)
 
 
-def quiet_check(path: str, ruleset: str, tiny_config: Callable[[], str] | None = None) -> Verdict:
+def quiet_check(path: str, ruleset: str, tiny_config: Callable[[str], str] | None = None) -> Verdict:
     """The result summarizer's compliance step (`_read_result_file`: a quiet checker and the
-    ruleset's common.yaml; our own tiny logs get the rule file `tiny_config()` names, asked only
+    ruleset's common.yaml; our own tiny logs get the rule file `tiny_config(ruleset)` names, asked only
     for a tiny log). Never raises for contents."""
     from mlperf_logging.compliance_checker import mlp_compliance
 
@@ -143,7 +143,7 @@ def quiet_check(path: str, ruleset: str, tiny_config: Callable[[], str] | None =
         tiny = tiny_config and any(
             ll.key == "harness_size" and ll.value.get("value") == "tiny" for ll in loglines
         )
-        config = tiny_config() if tiny else f"{USAGE}_{ruleset}/common.yaml"
+        config = tiny_config(ruleset) if tiny else f"{USAGE}_{ruleset}/common.yaml"
         mlp_compliance.enqueued_configs.clear()
         with cached_rules():
             ok = check_parsed(checker, loglines, failed, config)

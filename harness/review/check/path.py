@@ -7,6 +7,7 @@ import time
 
 from harness.core.errors import ConfigError
 from harness.core.files import refuse_special
+from harness.core.rulesets import DEFAULT_RULESET, round_ruleset, rulesets, validate_ruleset
 from harness.review.check.log import (
     LogResult,
     Report,
@@ -16,7 +17,6 @@ from harness.review.check.log import (
     log_files,
 )
 from harness.review.pool import pmap
-from harness.review.rules import DEFAULT_RULESET, round_ruleset, rulesets, validate_ruleset
 
 
 def check_path(path: str | os.PathLike, ruleset: str | None = None, round_name: str | None = None) -> Report:

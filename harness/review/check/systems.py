@@ -6,10 +6,10 @@ from __future__ import annotations
 import contextlib
 import re
 
+from harness.core.rulesets import USAGE
 from harness.core.tree import system_count
 from harness.review.check.log import captured_official_output
 from harness.review.check.messages import Finding
-from harness.review.rules import USAGE
 
 _STATUS_FIX = (
     "set \"status\" to one of 'Available on-premise', 'Available cloud', 'Research, Development, or "

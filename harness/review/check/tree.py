@@ -13,8 +13,8 @@ How the official package checker is run (mlperf-logging 4.1.68, in-process):
   compliance with the one-failure olympic allowance, power logs, seed checker for closed,
   RCP checker with `set_scaling=True` for closed). Only its per-file compliance call
   (`mlp_compliance.main`) is routed through `harness.review.check.log.check_log`, which runs the same
-  official checker but with `benchmarks/tiny_common.yaml` for our tiny logs (`harness_size:
-  tiny`) and survives the logs that crash it. Our tiny results are `division: open`
+  official checker but with the ruleset's tiny rules (benchmarks/tiny_rules.py) for our tiny logs
+  (`harness_size: tiny`) and survives the logs that crash it. Our tiny results are `division: open`
   (cpu-local), so the seed and RCP checks do not apply to them, exactly as for any open result;
 - the system-description checker runs on every `systems/<system>.json` in scope.
 Pre-checks report what would crash or hang the official tools (missing or unreadable systems
@@ -30,10 +30,11 @@ import shutil
 import tempfile
 import time
 
+from harness.core import rulesets as rules
 from harness.core.files import is_special
 from harness.core.mllog_reader import TOKEN
+from harness.core.rulesets import USAGE
 from harness.core.tree import find_result_dirs, load_system, read_scaling
-from harness.review import rules
 from harness.review.check.log import (
     LogResult,
     Report,
@@ -46,7 +47,6 @@ from harness.review.check.messages import MAX_LINE, Finding
 from harness.review.check.package import package_findings
 from harness.review.check.systems import check_system_json
 from harness.review.pool import pmap
-from harness.review.rules import USAGE
 
 
 def find_orgs(path: str) -> dict[str, list[str]]:
@@ -120,10 +120,10 @@ def _mirror(tmp: str, org: str, result_dir: str, exclude: set[str]) -> tuple[str
 def folder_ruleset(
     result_dir: str, ruleset: str | None, round_name: str | None
 ) -> tuple[str, str, str | None]:
-    """(ruleset, how, problem) for a result folder: rules.for_benchmark on its folder name."""
+    """(ruleset, how, problem) for a result folder: rules.for_folder on its folder name."""
     name = rules.benchmark_alias(os.path.basename(result_dir))
     if name in rules.all_benchmarks():
-        return rules.for_benchmark(name, ruleset, round_name=round_name, path=result_dir)
+        return rules.for_folder(name, result_dir, ruleset, round_name)
     rs, how = rules.resolve(ruleset, round_name=round_name, path=result_dir)
     return rs, how, f"'{name}' is not a benchmark of any training ruleset of mlperf-logging"
 

@@ -135,7 +135,7 @@ def slow_vs_published(run: RunData, prof: dict, db) -> Finding | None:
     mine = prof.get("progress_per_s_per_acc")
     if db is None or mine is None or not run.accelerator or not run.benchmark:
         return None
-    from harness.review import rules
+    from harness.core import rulesets as rules
     from harness.review.results.compare import short_accelerator
 
     names = rules.linked(run.benchmark) if run.benchmark in rules.all_benchmarks() else [run.benchmark]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from harness.core.errors import ConfigError
-from harness.review import rules
+from harness.core import rulesets as rules
 
 METRICS = {"time": "score_min", "energy": "energy_j"}
 _ACC_RE = re.compile(r"\b(GB\d{3}|[A-Z]{1,2}\d{2,3}[A-Z]?|MI\d{3}X?|Gaudi\s?\d|TPU[-\s]?\w+)", re.I)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from harness.core.files import is_special
 from harness.core.tree import load_system, read_scaling
-from harness.review import rules
+from harness.core import rulesets as rules
 from harness.review.check.official import quiet_check
 from harness.review.results import energy
 from harness.review.results.olympic import score_runs
@@ -43,15 +43,15 @@ def plan_folder(folder: str, ruleset: str | None = None, round_name: str | None 
         name = said
     else:
         note = None
-    rs, how, problem = rules.for_benchmark(name, ruleset, round_name=round_name, path=folder)
+    rs, how, problem = rules.for_folder(name, folder, ruleset, round_name)
     return Plan(folder, name, rs, how, problems=[p for p in (note, problem) if p])
 
 
-def _tiny_rules() -> str:
-    """Our tiny logs are checked with the tiny rules (imported only for one: pydantic is slow to load)."""
-    from benchmarks import TINY_RULES
+def _tiny_rules(ruleset: str) -> str:
+    """Our tiny logs are checked with the ruleset's tiny rules (imported only for one: pydantic is slow to load)."""
+    from benchmarks.tiny_rules import config_path
 
-    return str(TINY_RULES)
+    return config_path(ruleset)
 
 
 def read_one(task: tuple) -> object:

@@ -20,7 +20,7 @@ import uuid
 from importlib import metadata
 
 from harness.core.errors import ConfigError
-from harness.review import rules
+from harness.core import rulesets as rules
 from harness.review.results.score import score_tree
 
 DEFAULT_DB = os.path.join("results", "db")

@@ -7,7 +7,7 @@ import math
 import os
 from collections.abc import Iterable
 
-from harness.review import rules
+from harness.core import rulesets as rules
 
 
 def olympic_mean(values: Iterable[float | None], max_dropped: int = 1) -> float:

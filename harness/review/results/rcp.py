@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from harness.review import rules
+from harness.core import rulesets as rules
 from harness.review.check.official import fast_token_regex
 
 _lock = threading.Lock()

@@ -14,7 +14,12 @@ Ruleset inference (`resolve`), first that applies:
      ruleset that has it (rules grow: later rulesets add requirements an older log lacks, while
      keys a ruleset does not know are allowed; measured on the published v4.1-v5.1 logs);
   4. the harness default.
-Each answer carries a short reason (`how`), shown beside every verdict.
+Each answer carries a short reason (`how`), shown beside every verdict. A log our runs wrote
+names its ruleset itself (`harness_ruleset`), which the checker takes before step 2.
+
+A run's ruleset (`for_run`): `--ruleset`, else `--round`, else the newest ruleset that lists the
+benchmark under any of its names (the current rules a submitter is held to); the benchmark is
+logged under the name that ruleset uses (gnn up to 4.1.0, rgat from 5.0.0).
 """
 
 from __future__ import annotations
@@ -28,7 +33,9 @@ import re
 from harness.core.errors import ConfigError, suggest
 
 USAGE = "training"
-DEFAULT_RULESET = "4.0.0"  # the rules the harness's own runs follow (issue 1)
+# The ruleset a log of unknown round is first checked under when it lists the benchmark (the
+# v4.0 suite the project started from); runs default to the newest ruleset instead (`for_run`).
+DEFAULT_RULESET = "4.0.0"
 _ROUND_RE = re.compile(r"(?:^|[^0-9A-Za-z.])v?(\d+)\.(\d+)$")
 
 
@@ -256,3 +263,54 @@ def for_benchmark(
         f"folder; checked under {near}"
     )
     return near, f"{how}; {benchmark} is in {near}", problem
+
+
+def for_folder(
+    benchmark: str, folder: str, ruleset: str | None = None, round_name: str | None = None
+) -> tuple[str, str, str | None]:
+    """`for_benchmark` for a result folder, where a folder our runs wrote names its ruleset in
+    its logs (`harness_ruleset`): taken when neither --ruleset nor --round is given."""
+    if not ruleset and not round_name:
+        import glob
+
+        from harness.core.mllog_reader import header_value
+
+        files = sorted(glob.glob(os.path.join(glob.escape(folder), "result_*.txt")))
+        own = header_value(files[0], "harness_ruleset") if files else None
+        if isinstance(own, str) and own in rulesets():
+            rs, _how, problem = for_benchmark(benchmark, own)
+            return rs, "the logs' harness_ruleset", problem
+    return for_benchmark(benchmark, ruleset, round_name=round_name, path=folder)
+
+
+# ------------------------------------------------------------------------------------------
+# the ruleset of a run
+
+
+def names_by_ruleset(benchmark: str) -> dict[str, str]:
+    """{ruleset: the benchmark's name in it} over every name it had (gnn: 4.x gnn, 5.x rgat)."""
+    out = {}
+    for name in linked(benchmark):
+        for r in rulesets_of(name):
+            out[r] = name
+    return dict(sorted(out.items(), key=lambda kv: _key(kv[0])))
+
+
+def for_run(
+    benchmark: str, ruleset: str | None = None, round_name: str | None = None
+) -> tuple[str, str, str]:
+    """(ruleset, the benchmark's name under it, how chosen) for a run of `benchmark`; ConfigError
+    (one line naming the rulesets that list it) when the asked ruleset does not."""
+    has = names_by_ruleset(benchmark)
+    if not has:
+        raise ConfigError(f"mlperf-logging lists '{benchmark}' in no training ruleset")
+    if ruleset or round_name:
+        rs, how = resolve(ruleset, round_name=round_name)
+        asked = f"--ruleset {rs}" if ruleset else f"--round {round_name} (ruleset {rs})"
+        if rs not in has:
+            raise ConfigError(
+                f"{asked}: that ruleset does not list {benchmark}; the rulesets that do: {', '.join(has)}"
+            )
+        return rs, has[rs], how
+    newest = list(has)[-1]
+    return newest, has[newest], f"default: the newest ruleset listing {benchmark} ({', '.join(has)})"
