@@ -120,6 +120,8 @@ def run(
             "benchmark": resolved.definition.name,
             "system": resolved.system.name,
             "size": resolved.plans[0].size,
+            "ruleset": resolved.plans[0].ruleset,
+            "submission_benchmark": resolved.plans[0].submission_benchmark,
             "division": resolved.system.division,
             "target": resolved.plans[0].target,
             "runs": [ex.as_dict(r) for r in results],
@@ -188,7 +190,8 @@ def _table(resolved, results, score) -> None:
     from harness.commands.ui import out as _out
 
     out = _out()
-    t = Table(title=f"{resolved.definition.name} on {resolved.system.name} ({resolved.plans[0].size})")
+    p = resolved.plans[0]
+    t = Table(title=f"{p.submission_benchmark} on {resolved.system.name} ({p.size}, ruleset {p.ruleset})")
     for col in ("run", "seed", "status", "quality", "time-to-train (min)", "result"):
         t.add_column(col)
     for r in results:

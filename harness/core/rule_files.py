@@ -47,7 +47,8 @@ class KeyRule:
         """One line: what the checker demands of this key."""
         parts = [self.req or "optional"]
         if self.allowed is not None:
-            parts.append("one of " + ", ".join(repr(v) for v in self.allowed))
+            many = len(self.allowed) > 1
+            parts.append(("one of " if many else "== ") + ", ".join(repr(v) for v in self.allowed))
         else:
             parts += [c for c in self.checks]
         if self.at_least_one:

@@ -301,6 +301,10 @@ def for_run(
 ) -> tuple[str, str, str]:
     """(ruleset, the benchmark's name under it, how chosen) for a run of `benchmark`; ConfigError
     (one line naming the rulesets that list it) when the asked ruleset does not."""
+    if ruleset and round_name:
+        raise ConfigError(
+            f"--ruleset {ruleset} and --round {round_name}: give one of them (a round names its ruleset)"
+        )
     has = names_by_ruleset(benchmark)
     if not has:
         raise ConfigError(f"mlperf-logging lists '{benchmark}' in no training ruleset")

@@ -23,7 +23,7 @@ on a system without a tuned config.
 from __future__ import annotations
 
 from harness.planner import hardware
-from harness.planner.search import Plan, implementation, search_layouts
+from harness.planner.search import RULESET, Plan, implementation, search_layouts
 
 
 def resolve_hardware(system) -> hardware.Hardware:
@@ -45,18 +45,24 @@ def plan(bench_name: str, system, global_batch_size: int | None = None, stack=No
     return search_layouts(bench_name, resolve_hardware(system), gbs=global_batch_size, stack=stack, user=user)
 
 
-def best_config(bench_name: str, system, global_batch_size: int | None = None) -> dict:
+def best_config(
+    bench_name: str, system, global_batch_size: int | None = None, ruleset: str = RULESET
+) -> dict:
     """Config overrides of the predicted-fastest layout that the harness's own implementation can
     run (stack mlperf-harness): tensor/pipeline/virtual-pipeline/context parallel sizes,
     micro_batch_size, global_batch_size, opt_base_learning_rate where the rules tie it to the GBS
     (gpt3), activation_recompute when the layout only fits with it and the distributed optimizer
     the planner's gpt3 memory assumes (gpt3). Raises ConfigError (exit 2) when nothing fits or the
-    rules allow no batch for this system."""
+    rules allow no batch for this system; the batch sizes allowed are those of `ruleset`'s RCPs."""
     from harness.planner import stacks, workloads
 
     w = workloads.get(bench_name)
     p = search_layouts(
-        w.name, resolve_hardware(system), gbs=global_batch_size, stack=stacks.make("mlperf-harness")
+        w.name,
+        resolve_hardware(system),
+        gbs=global_batch_size,
+        stack=stacks.make("mlperf-harness"),
+        ruleset=ruleset,
     )
     best = p.options[0]
     out = best.overrides(w)

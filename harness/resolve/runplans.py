@@ -35,8 +35,8 @@ MAX_RUNS = 100
 # Seeds fit a signed int32, what every RNG the benchmarks seed (torch, numpy, python) accepts.
 SEED_MAX = 2**31 - 1
 
-# fallback(benchmark name, system spec, global batch size or None) -> config values for the system
-Fallback = Callable[[str, "systems.SystemSpec", "int | None"], dict]
+# fallback(benchmark name, system spec, global batch size or None, ruleset) -> config values for the system
+Fallback = Callable[[str, "systems.SystemSpec", "int | None", str], dict]
 
 
 @dataclass
@@ -113,7 +113,7 @@ def resolve_runs(
             f"no tuned config for {spec.name}: using the best layout of "
             f"`mlperf plan {defn.name} --system {spec.name}`"
         )
-        return fallback(defn.name, spec, sets.get("global_batch_size"))
+        return fallback(defn.name, spec, sets.get("global_batch_size"), rs)
 
     closed = closed_values(defn.name, rs, size)
     cfg, provenance, sources = config_mod.resolve(

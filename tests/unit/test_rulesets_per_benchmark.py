@@ -132,6 +132,8 @@ def test_a_ruleset_that_does_not_list_the_benchmark_is_one_line(mlperf):
     ]
     with pytest.raises(ConfigError, match="does not list llama2_70b_lora; the rulesets that do: 4.0.0"):
         rulesets.for_run("llama2_70b_lora", round_name="v3.1")
+    with pytest.raises(ConfigError, match="give one of them"):  # never one silently over the other
+        rulesets.for_run("llama2_70b_lora", "4.0.0", "v5.0")
 
 
 def test_tiny_rules_hold_a_tiny_log_to_its_rulesets_keys():
