@@ -3,6 +3,14 @@
     python bench/bench_planner_accuracy.py           # held-out errors over data/published.yaml
     python bench/bench_planner_accuracy.py --write   # ... and store them in data/accuracy.yaml
                                                      #     (what `mlperf plan --json` reports)
+    python bench/fit_planner.py --import-fixture DIR --next   # regenerate data/published_v4.1.yaml
+
+Forward in time first (what a user asking about next round's machines gets): fit on v3.0 ->
+predict v3.1; fit on v3.0-v3.1 -> predict v4.0; fit on v3.0-v4.0 -> predict the next round (v4.1,
+84 rows), each fit from the first-principles starting values (nothing of a later round leaks in
+through the start). The 80 % interval constants (harness/planner/interval.py) are estimated on
+all forward residuals (shipped), and their coverage is measured held out: constants from the
+steps before the last, applied to the last step's rows.
 
 Rows: the 88 published MLPerf Training v3.0-v4.0 results of the four benchmarks
 (MLCommons' training_results_v3.0, v3.1 and v4.0, as data/published.yaml). Each row is predicted as
@@ -33,6 +41,7 @@ import yaml  # noqa: E402
 
 from harness.planner import calibration as C  # noqa: E402
 from harness.planner import fitting as F  # noqa: E402
+from harness.planner import forward as FW  # noqa: E402
 from harness.planner import hardware as H  # noqa: E402
 from harness.planner import search as SE  # noqa: E402
 from harness.planner import stacks as S  # noqa: E402
@@ -71,6 +80,26 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     t0 = time.time()
     rows = list(C.published())
+    nxt = list(C.published(C.NEXT_ROUND))
+    fwd = FW.forward(rows + nxt)
+    print(f"forward in time ({time.time() - t0:.0f} s): fit on earlier rounds, predict the next")
+    for s in fwd["steps"]:
+        o = s["overall"]
+        print(
+            f"  fit {s['fit_on']:9s} ({s['fitted_rows']:3d} rows) -> {s['predict']} ({o['rows']} rows): "
+            f"median {o['median_ape']:.1f} %, p90 {o['p90_ape']:.1f} %, mean signed {o['mean_signed_pct']:+.1f} %"
+        )
+        for g in ("by_benchmark", "by_family", "by_stack"):
+            print(
+                "    "
+                + "; ".join(
+                    f"{n} {v['median_ape']:.1f}/{v['p90_ape']:.1f}/{v['mean_signed_pct']:+.1f} ({v['rows']})"
+                    for n, v in s[g].items()
+                )
+            )
+    cov = fwd["coverage_80"]
+    print(f"  80 % interval: {fwd['interval']}")
+    print(f"  coverage: {', '.join(f'{k} {v} %' for k, v in cov.items() if not isinstance(v, dict))}")
     k = F.fit(rows, start=C.constants())
     preds = {"in_sample": {r.id: SE.predict(r, k) for r in rows}}
     for name, by in METHODS.items():
@@ -114,8 +143,13 @@ def main(argv=None) -> int:
     if args.write:
         doc = {
             "source": "python bench/bench_planner_accuracy.py --write; rows: data/published.yaml "
-            "(the published MLPerf Training v3.0-v4.0 results)",
+            f"(the published MLPerf Training v3.0-v4.0 results, fitted) and data/{C.NEXT_ROUND} "
+            f"({len(nxt)} rows of the next round, {nxt[0].round if nxt else '-'}, never fitted)",
             "rows": len(rows),
+            "forward_chaining": {k: v for k, v in fwd.items() if k != "rows"},
+            "interval": fwd["interval"],
+            "held_out_note": "held_out: shuffled within v3.0-v4.0 (leave one system / submitter out), "
+            "not forward in time",
             "held_out": summary,
             "baseline_power_law_leave_one_system_out": summary_base,
             "no_data": gaps,
@@ -126,6 +160,7 @@ def main(argv=None) -> int:
                 }
                 for r in rows
             },
+            "forward_predictions": fwd["rows"],
         }
         head = "# Held-out accuracy of `mlperf plan` (written by bench/bench_planner_accuracy.py --write; do not edit).\n"
         (DATA / "accuracy.yaml").write_text(head + yaml.safe_dump(doc, sort_keys=False, width=120))

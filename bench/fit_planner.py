@@ -5,6 +5,8 @@
     python bench/fit_planner.py --import-fixture DIR  # regenerate data/published.yaml from DIR:
                                                     # scores.csv + systems/ of the published
                                                     # v3.0-v4.0 results (see fitting.import_fixture)
+    python bench/fit_planner.py --import-fixture DIR --next   # ... data/published_v4.1.yaml instead:
+                                                    # the next round, the forward test set (never fitted)
     python bench/fit_planner.py --harness RUN_DIR... [--write]
                                                     # the mlperf-harness CPU constants from our runs
 
@@ -59,9 +61,18 @@ def _flow(v) -> str:
     return f"{v:.6g}" if isinstance(v, float) else str(v)
 
 
-def write_published(rows: list[dict]) -> None:
-    path = DATA / "published.yaml"
-    text = path.read_text()
+NEXT_HEAD = """# The published MLPerf Training results of gpt3, llama2_70b_lora, gnn and stable_diffusion of the
+# round after the fitted ones (v4.1, closed division), in data/published.yaml's format: the forward
+# test set of bench/bench_planner_accuracy.py (harness/planner/forward.py). Never fitted on.
+# Generated from the published results of MLCommons' training_results_v4.1 (scores.csv of the
+# official result summarizer + each row's system-description JSON) by
+# `python bench/fit_planner.py --import-fixture DIR --next`.
+"""
+
+
+def write_published(rows: list[dict], name: str = "published.yaml") -> None:
+    path = DATA / name
+    text = path.read_text() if path.exists() else NEXT_HEAD + "\n- "
     head = text[: text.index("\n- ") + 1]
     path.write_text(head + "".join("- " + json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
@@ -162,12 +173,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--write", action="store_true", help="store the result in harness/planner/data/")
     ap.add_argument("--import-fixture", metavar="DIR", help="regenerate data/published.yaml from the fixture")
+    ap.add_argument("--next", action="store_true", help="with --import-fixture: write the next-round table")
     ap.add_argument("--harness", nargs="+", metavar="RUN_DIR", help="fit the mlperf-harness CPU constants")
     args = ap.parse_args(argv)
     if args.import_fixture:
         rows = F.import_fixture(args.import_fixture)
-        write_published(rows)
-        print(f"wrote {len(rows)} rows to {DATA / 'published.yaml'}")
+        name = C.NEXT_ROUND if args.next else "published.yaml"
+        write_published(rows, name)
+        print(f"wrote {len(rows)} rows to {DATA / name}")
         return 0
     if args.harness:
         return fit_harness(args.harness, args.write)

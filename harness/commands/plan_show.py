@@ -39,6 +39,7 @@ def render(plan, doc: dict, top: int) -> None:
         "step s",
         "samples",
         "minutes",
+        "80 % range",
     ]
     for col in cols:
         table.add_column(col, justify="right" if col not in ("recompute",) else "left")
@@ -65,6 +66,7 @@ def render(plan, doc: dict, top: int) -> None:
             f"{o['step_s']:.3f}",
             f"{o['samples_to_converge']:,.0f}",
             f"[bold]{o['predicted_min']:.2f}[/]",
+            _range(o),
         )
     console.print(table)
     console.print(
@@ -77,8 +79,12 @@ def render(plan, doc: dict, top: int) -> None:
     best = doc["best"]
     mem = ", ".join(f"{k} {v:.1f}" for k, v in best["memory_gib"].items())
     console.print(
-        f"best: predicted {best['predicted_min']:.2f} min; memory per accelerator (GiB): {mem}", markup=False
+        f"best: predicted {best['predicted_min']:.2f} min (80 % range {_range(best)}); memory per "
+        f"accelerator (GiB): {mem}",
+        markup=False,
     )
+    iv = doc["interval"]
+    console.print("range: " + "; ".join(iv["why"]), markup=False, style="dim")
     console.print(
         "config overrides: " + " ".join(f"{k}={v}" for k, v in best["overrides"].items()), markup=False
     )
@@ -95,17 +101,24 @@ def render(plan, doc: dict, top: int) -> None:
         f"efficiency constants of {st['constants_from']} (factor {st['efficiency_factor']})",
         markup=False,
     )
-    acc = (doc["accuracy"].get("held_out") or {}).get("leave_one_system_out")
-    if acc and acc.get(plan.bench):
-        a = acc[plan.bench]
+    fwd = doc["accuracy"].get("forward_chaining") or []
+    if fwd and fwd[-1].get(plan.bench):
+        s, a = fwd[-1], fwd[-1][plan.bench]
         console.print(
-            f"held-out error on published {plan.bench} results (leave one system out): median "
-            f"{a['median_ape']:.1f} %, p90 {a['p90_ape']:.1f} % over {a['rows']} rows",
+            f"error forward in time (fit on {s['fit_on']}, predict {s['predict']}): {plan.bench} median "
+            f"{a['median_ape']:.1f} %, p90 {a['p90_ape']:.1f} %, mean signed {a['mean_signed_pct']:+.1f} % "
+            f"over {a['rows']} rows (all benchmarks: median {s['overall']['median_ape']:.1f} %, p90 "
+            f"{s['overall']['p90_ape']:.1f} %)",
             markup=False,
             style="dim",
         )
     for a in doc["notes"]:
         console.print(f"note: {a}", markup=False, style="yellow")
+
+
+def _range(o: dict) -> str:
+    r = o.get("predicted_range_min")
+    return f"{r[0]:.2f}-{r[1]:.2f}" if r else "-"
 
 
 def render_calibration(doc: dict) -> None:

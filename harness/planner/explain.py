@@ -131,4 +131,20 @@ def terms(plan: Plan) -> list[dict]:
         }
     )
     assert math.isclose(total, t["step_s"], rel_tol=1e-9)
+    from harness.planner import interval as I
+
+    found = I.novelty(plan.bench, hw, plan.stack)
+    k = I.constants()
+    if k:
+        s = I.sigma([r for r, _ in found], k)
+        out.append(
+            {
+                "term": "80 % range",
+                "formula": f"predicted x exp(-(bias {_g(k['bias'])} +- {I.Z80} x sigma {_g(s)})), sigma^2 = "
+                f"seen {_g(k['sigma']['seen'])}^2"
+                + "".join(f" + {r} {_g(k['sigma'][r])}^2" for r, _ in found)
+                + ("; " + "; ".join(w for _, w in found) if found else "; inside the fitted data"),
+                "value": s,
+            }
+        )
     return out

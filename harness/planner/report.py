@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import cache
 
 from harness.planner import calibration as C
+from harness.planner import interval as I
 from harness.planner import params as P
 from harness.planner import workloads as W
 from harness.planner.hardware import DATA, load_data
@@ -25,7 +26,7 @@ def distinct(plan: Plan, top: int) -> list[Option]:
     return out
 
 
-def option_json(o: Option, plan: Plan) -> dict:
+def option_json(o: Option, plan: Plan, reasons: list[str] | None = None) -> dict:
     w = plan.workload or W.get(plan.bench)
     c, t, hw = o.candidate, o.time, plan.hardware
     per_step = dict(t["breakdown_s"])
@@ -57,6 +58,23 @@ def option_json(o: Option, plan: Plan) -> dict:
         "evals": t.get("evals", 0),
         "samples_to_converge": round(t["samples_to_converge"], 1),
         "predicted_min": round(t["predicted_min"], 3),
+        "predicted_range_min": I.range_min(t["predicted_min"], reasons or []),
+    }
+
+
+def interval_json(plan: Plan) -> dict:
+    """Why the interval is as wide as it is (harness/planner/interval.py) and how it was measured."""
+    found = I.novelty(plan.bench, plan.hardware, plan.stack)
+    k = I.constants()
+    fwd = accuracy().get("forward_chaining", {}).get("coverage_80", {})
+    return {
+        "reasons": [r for r, _ in found],
+        "why": [w for _, w in found]
+        or ["inside the fitted data (accelerator, stack release and scale all seen)"],
+        "sigma_log": round(I.sigma([r for r, _ in found], k), 4) if k else None,
+        "bias_log": k["bias"] if k else None,
+        "coverage_forward_held_out": {key: v for key, v in fwd.items() if not isinstance(v, dict)},
+        "calibrated_by": "python bench/bench_planner_accuracy.py (forward-chaining residuals)",
     }
 
 
@@ -85,7 +103,19 @@ def accuracy_json(bench: str) -> dict:
             "note": "no accuracy measured (python bench/bench_planner_accuracy.py --write)",
         }
     held = {m: {"overall": v.get("overall"), bench: v.get(bench)} for m, v in a.get("held_out", {}).items()}
+    steps = a.get("forward_chaining", {}).get("steps", [])
+    forward = [
+        {
+            "fit_on": s["fit_on"],
+            "predict": s["predict"],
+            "overall": s["overall"],
+            bench: s["by_benchmark"].get(bench),
+        }
+        for s in steps
+    ]
     return {
+        "forward_chaining": forward,
+        "held_out_note": a.get("held_out_note"),
         "held_out": held,
         "rows": a.get("rows"),
         "source": a.get("source"),
@@ -101,6 +131,7 @@ def to_json(plan: Plan, top: int, mode: str = "search", user: dict | None = None
     n = P.parameters(w.name, w.cfg)
     k = plan.constants
     stack = plan.stack
+    reasons = [r for r, _ in I.novelty(plan.bench, hw, stack)]
     return {
         "schema_version": 2,
         "benchmark": plan.bench,
@@ -131,8 +162,10 @@ def to_json(plan: Plan, top: int, mode: str = "search", user: dict | None = None
         "parameters_total": n["total"],
         "parameters_trainable": n["trainable"],
         "predicted_min": best[0].time["predicted_min"] if best else None,
-        "best": option_json(best[0], plan),
-        "options": [option_json(o, plan) for o in best],
+        "predicted_range_min": I.range_min(best[0].time["predicted_min"], reasons) if best else None,
+        "interval": interval_json(plan),
+        "best": option_json(best[0], plan, reasons),
+        "options": [option_json(o, plan, reasons) for o in best],
         "candidates_considered": plan.considered,
         "candidates_fitting": len(plan.options),
         "rejected": plan.rejected,
