@@ -68,7 +68,8 @@ def novelty(bench: str, hw, stack, ref: dict | None = None) -> list[tuple[str, s
     if stack.name not in ref["stacks"]:
         out.append(("new_stack", WHY["new_stack"].format(stack=stack.key)))
     elif stack.key not in ref["stack_keys"]:
-        out.append(("new_stack_version", WHY["new_stack_version"].format(stack=stack.key)))
+        what = stack.key if stack.version else f"{stack.name} (release not recognised)"
+        out.append(("new_stack_version", WHY["new_stack_version"].format(stack=what)))
     most = ref["most"].get(bench, 0)
     if hw.world > most:
         out.append(("beyond_scale", WHY["beyond_scale"].format(world=hw.world, bench=bench, most=most)))
