@@ -40,11 +40,20 @@ from harness.review.check import Report, check_path
     "4.0.0; tiny logs use that ruleset's tiny rules, benchmarks/tiny_rules.py).",
 )
 @click.option("--round", "round_name", default=None, help="Round of the logs, e.g. v5.0 (ruleset 5.0.0).")
+@click.option(
+    "--power-gaps",
+    type=click.Choice(["warning", "error"]),
+    default="warning",
+    show_default=True,
+    help="Severity of gaps over 1 s between power readings (the power lint; published logs have them).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document (schema_version 1) on stdout.")
-def check(path, ruleset, round_name, as_json):
+def check(path, ruleset, round_name, power_gaps, as_json):
     """Check a log, a folder of logs, a result folder, a submitter folder or a whole submission
     tree with the official MLPerf checkers (compliance on every log; package, system-description,
-    seed and RCP checkers on trees).
+    seed and RCP checkers on trees; the power lint on a result folder's power/ logs: >= 60 in-run
+    samples per node, gaps <= 1 s, a window bracketing the run, increasing stamps, host set,
+    conversion_eff in (0, 1], the same node count in every run, no stray files).
 
     \b
     Examples:
@@ -55,7 +64,7 @@ def check(path, ruleset, round_name, as_json):
     Exit codes: 0 all pass, 4 some check failed (stderr's last line: `error:` and the first
     finding with its file), 2 bad usage.
     """
-    report = check_path(path, ruleset, round_name)
+    report = check_path(path, ruleset, round_name, power_gaps)
     if as_json:
         sys.stdout.write(json.dumps(report.to_json(), indent=1, default=str) + "\n")
     else:

@@ -19,9 +19,15 @@ from harness.review.check.log import (
 from harness.review.pool import pmap
 
 
-def check_path(path: str | os.PathLike, ruleset: str | None = None, round_name: str | None = None) -> Report:
+def check_path(
+    path: str | os.PathLike,
+    ruleset: str | None = None,
+    round_name: str | None = None,
+    power_gaps: str = "warning",
+) -> Report:
     """Check a log, a folder of logs, a result folder, a submitter folder or a submission tree.
-    Without `ruleset` (or `round_name`, e.g. v5.0) each log's and folder's ruleset is inferred."""
+    Without `ruleset` (or `round_name`, e.g. v5.0) each log's and folder's ruleset is inferred.
+    A folder with `power/` also gets the power lint (gaps over 1 s at severity `power_gaps`)."""
     raw = os.fspath(path)
     if ruleset:
         validate_ruleset(ruleset)
@@ -38,7 +44,7 @@ def check_path(path: str | os.PathLike, ruleset: str | None = None, round_name: 
 
         orgs = find_orgs(raw)
         if orgs:
-            rep = check_tree(raw, orgs, ruleset, round_name)
+            rep = check_tree(raw, orgs, ruleset, round_name, power_gaps)
         else:
             files = log_files(raw)
             # In a folder, text files without any MLLOG line (READMEs, job stdout) are not logs;
@@ -50,6 +56,9 @@ def check_path(path: str | os.PathLike, ruleset: str | None = None, round_name: 
             rep.skipped = [display_path(f, os.getcwd()) for f in files if f not in logs]
             jobs = [(f, ruleset, display_path(f, os.getcwd()), round_name) for f in logs]
             rep.logs = pmap(_check_one, jobs, min_items=8)
+            from harness.review.check.power import lint as power_lint
+
+            rep.findings += power_lint(os.path.abspath(raw), os.getcwd(), power_gaps)
     else:
         rep = Report(path=raw, ruleset=ruleset, kind="log")
         rep.logs = [check_log(raw, ruleset, round_name=round_name)]

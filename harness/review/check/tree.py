@@ -45,6 +45,7 @@ from harness.review.check.log import (
 )
 from harness.review.check.messages import MAX_LINE, Finding
 from harness.review.check.package import package_findings
+from harness.review.check.power import lint as power_lint
 from harness.review.check.systems import check_system_json
 from harness.review.pool import pmap
 
@@ -129,10 +130,16 @@ def folder_ruleset(
 
 
 def check_result_dir(
-    org: str, result_dir: str, ruleset: str | None, base: str, round_name: str | None = None
+    org: str,
+    result_dir: str,
+    ruleset: str | None,
+    base: str,
+    round_name: str | None = None,
+    power_gaps: str = "warning",
 ) -> tuple[list[LogResult], list[Finding], dict]:
     """The package checker (with its seed and RCP steps) on one result folder, under the
-    folder's ruleset (given, or inferred: folder_ruleset)."""
+    folder's ruleset (given, or inferred: folder_ruleset), and the power lint on its `power/`
+    (power.py; gaps over 1 s reported at severity `power_gaps`)."""
     from mlperf_logging.compliance_checker import mlp_compliance
     from mlperf_logging.package_checker import package_checker
 
@@ -302,13 +309,20 @@ def check_result_dir(
     for f in files:
         if f not in logs:
             logs[f] = check_log(f, ruleset, display=display_path(f, base), source=how)
+    findings += power_lint(result_dir, base, power_gaps)
+    if tool.get("passed"):  # the folder's row also answers for its power logs
+        tool["passed"] = not any(f.severity == "error" for f in findings)
     tool["errors"] = sum(f.severity == "error" for f in findings)
     tool["warnings"] = sum(f.severity == "warning" for f in findings)
     return [logs[f] for f in files], findings, tool
 
 
 def check_tree(
-    path: str, groups: dict[str, list[str]], ruleset: str | None, round_name: str | None = None
+    path: str,
+    groups: dict[str, list[str]],
+    ruleset: str | None,
+    round_name: str | None = None,
+    power_gaps: str = "warning",
 ) -> Report:
     t0 = time.perf_counter()
     base = os.path.abspath(path if os.path.isdir(path) else os.path.dirname(path))
@@ -336,7 +350,7 @@ def check_tree(
                     "ruleset": rs,
                 }
             )
-        jobs += [(org, d, ruleset, base, round_name) for d in sorted(dirs)]
+        jobs += [(org, d, ruleset, base, round_name, power_gaps) for d in sorted(dirs)]
     # one result folder per worker process: the package checker is CPU-bound and patches module globals
     for logs, fs, tool in pmap(_check_result_dir, jobs, min_items=2):
         rep.logs += logs
