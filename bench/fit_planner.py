@@ -5,8 +5,8 @@
     python bench/fit_planner.py --import-fixture DIR  # regenerate data/published.yaml from DIR:
                                                     # scores.csv + systems/ of the published
                                                     # v3.0-v4.0 results (see fitting.import_fixture)
-    python bench/fit_planner.py --import-fixture DIR --next   # ... data/published_v4.1.yaml instead:
-                                                    # the next round, the forward test set (never fitted)
+    python bench/fit_planner.py --import-fixture DIR --next   # ... data/published_v4.1.yaml instead
+                                                    # (fitted too; forward.py predicts it from v3.0-v4.0)
     python bench/fit_planner.py --harness RUN_DIR... [--write]
                                                     # the mlperf-harness CPU constants from our runs
 
@@ -62,8 +62,9 @@ def _flow(v) -> str:
 
 
 NEXT_HEAD = """# The published MLPerf Training results of gpt3, llama2_70b_lora, gnn and stable_diffusion of the
-# round after the fitted ones (v4.1, closed division), in data/published.yaml's format: the forward
-# test set of bench/bench_planner_accuracy.py (harness/planner/forward.py). Never fitted on.
+# round after data/published.yaml's (v4.1, closed division), in its format. The constants are fitted
+# on both tables; bench/bench_planner_accuracy.py (harness/planner/forward.py) predicts this round
+# from the constants fitted on the earlier rounds only.
 # Generated from the published results of MLCommons' training_results_v4.1 (scores.csv of the
 # official result summarizer + each row's system-description JSON) by
 # `python bench/fit_planner.py --import-fixture DIR --next`.

@@ -72,8 +72,8 @@ def plan(bench, run_dirs, system_name, system_json, stack, size, sets, nproc_per
       mlperf plan gpt3 --system cpu-local --size tiny --nproc-per-node 2 --set tensor_model_parallel_size=2
       mlperf plan gpt3 --system cpu-local --calibrate results/runs/gpt3/cpu-local/<id>
 
-    The constants are fitted on the 88 published v3.0-v4.0 results (harness/planner/data/); the
-    held-out error the JSON reports comes from python bench/bench_planner_accuracy.py.
+    The constants are fitted on the 172 published v3.0-v4.1 results (harness/planner/data/); the
+    error the JSON reports, forward in time first, comes from python bench/bench_planner_accuracy.py.
     """
     from harness import planner
     from harness.commands import plan_show

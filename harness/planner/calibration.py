@@ -5,7 +5,8 @@
     for_prediction(w, hw, stack)    ... + the stack's factor for the benchmark, the harness's own
                                     constants (impl 'harness') and the user's calibration file;
                                     returns (k, notes)
-    published()                     the rows (88 MLPerf Training v3.0-v4.0 results)
+    published()                     the rows the constants are fitted on (the 172 published
+                                    MLPerf Training v3.0-v4.1 results of the four benchmarks)
 (search.predict(row, k): minutes for one row, as `mlperf plan --system-json` would.)
 """
 
@@ -120,13 +121,17 @@ class Published:
         return S.recognise(self.hardware())
 
 
-# The next round's published rows: the forward test set (harness/planner/forward.py), never fitted.
-NEXT_ROUND = "published_v4.1.yaml"
+# The tables of published rows, one per import (bench/fit_planner.py --import-fixture [--next]):
+# v3.0-v4.0, then v4.1. All are fitted on; harness/planner/forward.py still predicts each round
+# from the rounds before it only.
+TABLES = ("published.yaml", "published_v4.1.yaml")
+NEXT_ROUND = TABLES[-1]
 
 
 @cache
-def published(name: str = "published.yaml") -> tuple[Published, ...]:
-    """The published rows the constants are fitted on (data/published.yaml), or another table of
-    the same format (NEXT_ROUND)."""
+def published(name: str | None = None) -> tuple[Published, ...]:
+    """The published rows the constants are fitted on (every table), or one table."""
+    if name is None:
+        return tuple(r for t in TABLES for r in published(t))
     rows = load_data(name)
     return tuple(Published(**{**r, "layout": tuple(r["layout"]) if r.get("layout") else None}) for r in rows)

@@ -102,6 +102,25 @@ def params_for(rows: Sequence[C.Published], caches: dict) -> list[Param]:
     return out
 
 
+def first_principles() -> dict:
+    """The constants before any fit: fixed ones, GLOBAL's starting values, reference stack and
+    Hopper factors 1. Never the shipped fit: fitted on every round, it would carry later rounds
+    into a forward-in-time fit (as a start, a candidate shortlist, or the value of a constant no
+    training row constrains, e.g. a benchmark absent from the earlier rounds)."""
+    k = C.constants()
+    for key, sub, x, *_ in GLOBAL:
+        for name in (sub or "").split("+"):
+            if isinstance(k.get(key), dict):
+                k[key] = {**k[key], name: x}
+            else:
+                k[key] = x
+    ref = C.efficiency_file()["reference_stack"]
+    for table in STACK_TABLES:
+        k[table] = {ref: dict.fromkeys(BENCHES, 1.0)}
+    k["family"] = {"hopper": 1.0}
+    return k
+
+
 def to_constants(x: Sequence[float], params: Sequence[Param]) -> dict:
     ref = C.efficiency_file()["reference_stack"]  # only the reference and what is fitted here
     over: dict = {"family": {"hopper": 1.0}}
@@ -115,7 +134,7 @@ def to_constants(x: Sequence[float], params: Sequence[Param]) -> dict:
         else:
             for name in p.sub.split("+"):
                 over.setdefault(p.key, {})[name] = float(v)
-    k = C.constants(over)
+    k = C._merge(first_principles(), over)
     k["family"] = over["family"]  # only what was fitted (others: assumed 1, and said so)
     for table in STACK_TABLES:
         k[table] = over[table]
@@ -157,13 +176,7 @@ def fit(
     from scipy.optimize import least_squares
 
     if start is None:  # from the first-principles starting values, not the shipped fit
-        k = C.constants()
-        for key, sub, x, *_ in GLOBAL:
-            for name in (sub or "").split("+"):
-                if isinstance(k.get(key), dict):
-                    k[key] = {**k[key], name: x}
-                else:
-                    k[key] = x
+        k = first_principles()
     else:
         k = start
     w = _weights(rows)

@@ -191,8 +191,8 @@ def factor(stack: Stack, bench: str, k: dict, table: str = "stack_eff") -> tuple
 def _distance(key: str, version: str | None) -> tuple[float, float]:
     """Nearest version first; without a version the newest one."""
     v = key.partition("@")[2]
-    if not v:
-        return (0.0, 0.0)
+    if not v:  # a key fitted on rows that named no release: exact for such a stack, else the last resort
+        return (-1.0, 0.0) if version is None else (float("inf"), 0.0)
     if version is None:
         return (0.0, -_order(v))
     return (abs(_order(v) - _order(version)), -_order(v))
