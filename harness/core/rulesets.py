@@ -135,12 +135,19 @@ def rcp_path(ruleset: str, benchmark: str) -> str | None:
     return p if os.path.isfile(p) else None
 
 
-def _rcp_points(ruleset: str, benchmark: str) -> frozenset:
+@functools.cache
+def rcp_records(ruleset: str, benchmark: str) -> dict:
+    """The ruleset's RCP table of a benchmark (its name in that ruleset), as the RCP checker reads
+    it; {} when there is none. Shared: do not modify."""
     p = rcp_path(ruleset, benchmark)
     if p is None:
-        return frozenset()
+        return {}
     with open(p, encoding="utf-8") as f:
-        data = json.load(f)
+        return json.load(f)
+
+
+def _rcp_points(ruleset: str, benchmark: str) -> frozenset:
+    data = rcp_records(ruleset, benchmark)
     return frozenset(
         json.dumps(
             [r.get("BS"), r.get("Hyperparams"), r.get("Epochs to converge", r.get("samples to converge"))]

@@ -77,11 +77,17 @@ def novelty(bench: str, hw, stack, ref: dict | None = None) -> list[tuple[str, s
 
 
 @cache
-def constants() -> dict | None:
-    """data/accuracy.yaml `interval` (None before bench/bench_planner_accuracy.py --write made it)."""
+def accuracy() -> dict:
+    """What bench/bench_planner_accuracy.py measured (data/accuracy.yaml; {} before it ran): the
+    forward-chaining and shuffled errors report.py shows, and the `interval` constants."""
     from harness.planner.hardware import DATA, load_data
 
-    return load_data("accuracy.yaml").get("interval") if (DATA / "accuracy.yaml").exists() else None
+    return load_data("accuracy.yaml") if (DATA / "accuracy.yaml").exists() else {}
+
+
+def constants() -> dict | None:
+    """data/accuracy.yaml `interval` (None before bench/bench_planner_accuracy.py --write made it)."""
+    return accuracy().get("interval")
 
 
 def sigma(reasons: Iterable[str], k: dict) -> float:

@@ -12,10 +12,8 @@ mean is scaled up to it (`scaling.json`), one that converges slower keeps its ow
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 
 from harness.core.errors import ConfigError
 
@@ -28,24 +26,20 @@ class RcpPoint:
     hyperparams: dict
 
 
-def _rcp_dir(ruleset: str) -> Path:
-    import mlperf_logging  # light: the package __init__ imports nothing heavy
-
-    return Path(mlperf_logging.__file__).resolve().parent / "rcp_checker" / f"training_{ruleset}"
-
-
 @cache
 def points(bench: str, ruleset: str = "4.0.0") -> tuple[RcpPoint, ...]:
     """All RCP records of a benchmark, sorted by batch size (under its name in the ruleset:
     gnn's are rcps_rgat.json from 5.0.0)."""
-    from harness.core.rulesets import names_by_ruleset
+    from harness.core.rulesets import names_by_ruleset, rcp_records
 
     name = names_by_ruleset(bench).get(ruleset, bench)
-    path = _rcp_dir(ruleset) / f"rcps_{name}.json"
-    if not path.exists():
-        raise ConfigError(f"no RCP table for '{bench}' in ruleset {ruleset} ({path})")
+    records = rcp_records(ruleset, name)
+    if not records:
+        raise ConfigError(
+            f"no RCP table for '{bench}' in ruleset {ruleset} (rcp_checker/training_{ruleset}/rcps_{name}.json)"
+        )
     out = []
-    for rec in json.loads(path.read_text()).values():
+    for rec in records.values():
         runs = sorted(rec.get("Epochs to converge") or rec.get("samples to converge"))
         kept = runs[1:-1]
         out.append(RcpPoint(int(rec["BS"]), sum(kept) / len(kept), dict(rec.get("Hyperparams", {}))))

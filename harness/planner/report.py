@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from functools import cache
-
 from harness.planner import calibration as C
 from harness.planner import interval as I
 from harness.planner import params as P
 from harness.planner import workloads as W
-from harness.planner.hardware import DATA, load_data
+from harness.planner.hardware import DATA
+from harness.planner.interval import accuracy  # data/accuracy.yaml, read once for both
 from harness.planner.search import Option, Plan
 
 
@@ -62,9 +61,9 @@ def option_json(o: Option, plan: Plan, reasons: list[str] | None = None) -> dict
     }
 
 
-def interval_json(plan: Plan) -> dict:
-    """Why the interval is as wide as it is (harness/planner/interval.py) and how it was measured."""
-    found = I.novelty(plan.bench, plan.hardware, plan.stack)
+def interval_json(found: list[tuple[str, str]]) -> dict:
+    """Why the interval is as wide as it is (`found`: interval.novelty of the plan) and how it was
+    measured."""
     k = I.constants()
     fwd = accuracy().get("forward_chaining", {}).get("coverage_80", {})
     return {
@@ -86,13 +85,6 @@ def assumptions(plan: Plan) -> list[str]:
         why = "has no FP8" if not hw.has_fp8() else f"is not run in FP8 by stack {plan.stack.key}"
         out.append(f"{hw.accelerator} {why}: bf16 peak, no FP8 gain")
     return out
-
-
-@cache
-def accuracy() -> dict:
-    """The held-out errors bench/bench_planner_accuracy.py measured (data/accuracy.yaml)."""
-    path = DATA / "accuracy.yaml"
-    return load_data("accuracy.yaml") if path.exists() else {}
 
 
 def accuracy_json(bench: str) -> dict:
@@ -131,7 +123,8 @@ def to_json(plan: Plan, top: int, mode: str = "search", user: dict | None = None
     n = P.parameters(w.name, w.cfg)
     k = plan.constants
     stack = plan.stack
-    reasons = [r for r, _ in I.novelty(plan.bench, hw, stack)]
+    found = I.novelty(plan.bench, hw, stack)
+    reasons = [r for r, _ in found]
     return {
         "schema_version": 2,
         "benchmark": plan.bench,
@@ -163,7 +156,7 @@ def to_json(plan: Plan, top: int, mode: str = "search", user: dict | None = None
         "parameters_trainable": n["trainable"],
         "predicted_min": best[0].time["predicted_min"] if best else None,
         "predicted_range_min": I.range_min(best[0].time["predicted_min"], reasons) if best else None,
-        "interval": interval_json(plan),
+        "interval": interval_json(found),
         "best": option_json(best[0], plan, reasons),
         "options": [option_json(o, plan, reasons) for o in best],
         "candidates_considered": plan.considered,

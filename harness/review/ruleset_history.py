@@ -6,20 +6,13 @@
 
 from __future__ import annotations
 
-import json
-
 from harness.core import rule_files, rulesets
 
 
 def _rcps(ruleset: str, name: str) -> dict[int, float]:
     """{batch size: olympic mean to converge} of the ruleset's RCP file ({} when it has none)."""
-    path = rulesets.rcp_path(ruleset, name)
-    if path is None:
-        return {}
-    with open(path, encoding="utf-8") as f:
-        data = json.load(f)
     out = {}
-    for rec in data.values():
+    for rec in rulesets.rcp_records(ruleset, name).values():
         runs = sorted(rec.get("Epochs to converge") or rec.get("samples to converge") or [])
         kept = runs[1:-1] or runs
         if kept:

@@ -86,6 +86,8 @@ def captured_official_output():
 
 
 def tiny_rules_path(ruleset: str) -> str:
+    """The ruleset's tiny rules (benchmarks/tiny_rules.py), imported only for a tiny log: pydantic
+    is slow to load."""
     from benchmarks.tiny_rules import config_path
 
     return config_path(ruleset)

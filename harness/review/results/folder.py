@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from harness.core.files import is_special
 from harness.core.tree import load_system, read_scaling
 from harness.core import rulesets as rules
+from harness.review.check.log import tiny_rules_path
 from harness.review.check.official import quiet_check
 from harness.review.results import energy
 from harness.review.results.olympic import score_runs
@@ -47,19 +48,12 @@ def plan_folder(folder: str, ruleset: str | None = None, round_name: str | None 
     return Plan(folder, name, rs, how, problems=[p for p in (note, problem) if p])
 
 
-def _tiny_rules(ruleset: str) -> str:
-    """Our tiny logs are checked with the ruleset's tiny rules (imported only for one: pydantic is slow to load)."""
-    from benchmarks.tiny_rules import config_path
-
-    return config_path(ruleset)
-
-
 def read_one(task: tuple) -> object:
     """(path, ruleset, check) -> Run; checked runs that fail the compliance check do not count."""
     path, ruleset, check = task
     if not check or is_special(path):  # a FIFO would block the checker
         return read_run(path)
-    v = quiet_check(path, ruleset, _tiny_rules)
+    v = quiet_check(path, ruleset, tiny_rules_path)
     if v.loglines is None:
         run = read_run(path)
         if not run.problems:
