@@ -12,12 +12,13 @@ the environment (set by the tests):
     TOY_READY_FILE=path    touched after run_start (the test then sends its signal)
     TOY_MEM_CAP_MB=m       cap the address space at (current + m) MiB (a small accelerator) ...
     TOY_BATCH_MB=b         ... and allocate b MiB of activations per step (a batch too big for it)
+    TOY_PENDING_COLLECTIVES=n  return with n async all-reduces in flight, the group held as DDP's
+                           reducer holds it (the gloo teardown race harness.train.entry.run avoids)
 """
 
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -102,10 +103,24 @@ def run(rt) -> bool:
             if ck.due(step):
                 ck.save(step, {"model": model.state_dict(), "optimizer": opt.state_dict()})
         success = step >= steps and not stopping
+        _leave_collectives_in_flight(rt, _env("TOY_PENDING_COLLECTIVES", 0, int))
     finally:
         timings.close()
         seen.close()
     return success
+
+
+def _leave_collectives_in_flight(rt, n: int) -> None:
+    """Start n all-reduces and drop them unwaited: gloo's worker threads then hold the last
+    reference to Python-owned tensors while the process ends (rank exits are not synchronized)."""
+    if not n or rt.world_size == 1:
+        return
+    import torch
+    import torch.distributed as dist
+
+    rt.extra["group"] = dist.group.WORLD  # kept to the end, as DDP's reducer keeps it
+    for _ in range(n):
+        dist.all_reduce(torch.ones(1 << 16), async_op=True)
 
 
 def _spec():
@@ -125,6 +140,6 @@ def _spec():
 SPEC = _spec()
 
 if __name__ == "__main__":
-    from harness.train.entry import main
+    from harness.train.entry import run as run_entry
 
-    sys.exit(main(SPEC))
+    run_entry(SPEC)

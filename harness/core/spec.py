@@ -5,7 +5,7 @@ object (in the spirit of torchtitan's `TrainSpec`). Each `reference_impls/<name>
 The spec is read by the CLI, which never imports torch: `config` and `is_prepared` are torch-free,
 and `run`/`prepare`/`lr_find` import the training code only when a rank calls them.
 
-    python -m reference_impls.gpt3 --plan plan.json     # every rank: harness.train.entry.main(SPEC)
+    python -m reference_impls.gpt3 --plan plan.json     # every rank: harness.train.entry.run(SPEC)
                                                         # dispatches on plan.task:
         "train"    -> SPEC.run(rt)          True/False (target reached), or (reached, run_stop metadata)
         "prepare"  -> SPEC.prepare(plan)     tiny: generate data; full: validate the dataset

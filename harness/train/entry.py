@@ -1,6 +1,6 @@
 """`python -m reference_impls.<name> --plan PLAN.json`: the one process entry of every benchmark.
 
-    reference_impls/<name>/__main__.py:   sys.exit(main(SPEC))
+    reference_impls/<name>/__main__.py:   entry.run(SPEC)       # main(SPEC), then the exit
 
 The plan's `task` picks the spec's callable: "train" (every rank of a run), "prepare" (the data
 step `mlperf run`/`prepare` starts in a child process), "lr_find" (every rank of an LR sweep),
@@ -18,13 +18,45 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import sys
 import traceback
 from pathlib import Path
+from typing import NoReturn
 
 from harness.core.errors import INTERNAL, INTERRUPTED, HarnessError
 from harness.core.runplan import RunPlan
 from harness.core.spec import BenchmarkSpec
+
+_joined_group = False
+"""Set once this process has started the training runtime (and so a process group)."""
+
+
+def run(spec: BenchmarkSpec, argv: list[str] | None = None) -> NoReturn:
+    """What `python -m reference_impls.<name>` does: `main`, then end the process with its code.
+
+    A process that joined a process group ends with `os._exit` once its log and output are
+    flushed, skipping interpreter finalization. Why: gloo's worker threads drop their last work
+    (a collective's tensors, Python-owned) shortly *after* the caller's wait returns; when that
+    drop lands during Py_FinalizeEx, the thread must take the GIL, CPython 3.12 ends it with
+    pthread_exit, the unwind crosses a noexcept destructor and the rank aborts: "terminate
+    called without an active exception", SIGABRT after a finished run (core dump: runLoop ->
+    ~AsyncWork -> decref_pyobject -> take_gil -> PyThread_exit_thread). The group outlives
+    destroy_process_group whenever something still holds it (DDP's reducer does), so this hit
+    about 1 two-rank gnn run in 5 on 2 busy cores, and CI. Nothing is lost by skipping
+    finalization: the MLPerf log and timings are closed by then, and stdio and logging are
+    flushed here."""
+    code = main(spec, argv)
+    if not _joined_group:
+        sys.exit(code)
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed or broken pipe: nothing left to keep
+            pass
+    os._exit(code)
 
 
 def _plan_paths(argv: list[str] | None, prog: str) -> list[str]:
@@ -65,6 +97,8 @@ def run_in_rank(spec: BenchmarkSpec, plan_path: str) -> int:
     """Start the runtime (process group, threads, log), run the task, always finish the log."""
     from harness.train import runtime  # imports torch: not before the arguments are known good
 
+    global _joined_group
+    _joined_group = True  # from here on the process may hold gloo threads: see run()
     rt = runtime.start(plan_path)
     rt.cfg = spec.config.model_validate(rt.plan.config)
     train = rt.plan.task == "train"

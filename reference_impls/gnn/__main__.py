@@ -2,15 +2,13 @@
 
 Exit codes: 0 target reached, 3 not reached (run_stop aborted), 130 stopped by a signal, 2 bad
 input (one line `error: ...`, e.g. a missing feature file), 1 crash. A crash still leaves run_stop
-aborted (harness/train/entry.py: run_training).
+aborted (harness/train/entry.py: run_in_rank).
 """
 
 from __future__ import annotations
 
-import sys
-
-from harness.train.entry import main
+from harness.train.entry import run
 from reference_impls.gnn.spec import SPEC
 
 if __name__ == "__main__":  # guard required: megatron's checkpoint workers re-import __main__
-    sys.exit(main(SPEC))
+    run(SPEC)

@@ -2,15 +2,13 @@
 
 Exit codes: 0 target reached, 3 not reached (run_stop status=aborted), 130 stopped by a signal,
 2 configuration error, 1 crash; every run that started ends its log with run_stop
-(harness/train/entry.py: run_training).
+(harness/train/entry.py: run_in_rank).
 """
 
 from __future__ import annotations
 
-import sys
-
-from harness.train.entry import main
+from harness.train.entry import run
 from reference_impls.gpt3.spec import SPEC
 
 if __name__ == "__main__":  # guard required: megatron's checkpoint workers re-import __main__
-    sys.exit(main(SPEC))
+    run(SPEC)

@@ -2,19 +2,18 @@
 
 Exit code: 0 target reached, 3 not reached (run_stop status=aborted), 130 stopped by a signal,
 2 bad input (one line `error: ...`; run_stop aborted if the run had started), 1 crash
-(harness/train/entry.py: run_training).
+(harness/train/entry.py: run_in_rank).
 """
 
 from __future__ import annotations
 
 import os
-import sys
 
 # Models are built from local config, never fetched (set before transformers is imported).
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from harness.train.entry import main  # noqa: E402
+from harness.train.entry import run  # noqa: E402
 from reference_impls.llama2_70b_lora.spec import SPEC  # noqa: E402
 
 if __name__ == "__main__":  # guard required: megatron's checkpoint workers re-import __main__
-    sys.exit(main(SPEC))
+    run(SPEC)
