@@ -47,18 +47,30 @@ SD = ["diffusers>=0.42,<0.43", "transformers>=5.0,<6", "scikit-learn>=1.4"]
 # `te` extra names no version; it gates features by TE version up to 2.14 (is_te_min_version), so
 # an older TE runs with those features off. No TE build has run here (no GPU).
 TE = ["transformer-engine[pytorch]>=2.9.0a0,<3"]
+# MLPerf Power capture (harness/run/power): the Redfish client for `kind: redfish` sources (IPMI
+# sources call Debian's ipmitool).
+POWER = ["redfish>=3.2,<4"]
 EXTRAS = {
     "train": CPU_TORCH + TRAIN,
     "llm": CPU_TORCH + TRAIN + LLM,
     "gnn": CPU_TORCH + TRAIN + GNN,
     "sd": CPU_TORCH + TRAIN + SD,
-    "test": ["pytest>=8", "pytest-xdist>=3.5", "ruff>=0.6", "filelock>=3.12", "hypothesis>=6.100"],
+    "power": POWER,
+    # pyghmi: the loopback BMC's IPMI server (.ci/loopback_bmc.py) the power tests read
+    "test": [
+        "pytest>=8",
+        "pytest-xdist>=3.5",
+        "ruff>=0.6",
+        "filelock>=3.12",
+        "hypothesis>=6.100",
+        "pyghmi>=1.5",
+    ],
     # GPU hosts only (an env with a CUDA torch; --no-build-isolation so TE builds against it);
     # never on a CPU machine: an installed-but-broken transformer_engine makes `import
     # megatron.core` fail.
-    "gpu": sorted(set(TRAIN + LLM + GNN + SD + TE)),
+    "gpu": sorted(set(TRAIN + LLM + GNN + SD + TE + POWER)),
 }
-EXTRAS["all"] = sorted(set(EXTRAS["llm"] + EXTRAS["gnn"] + EXTRAS["sd"]))  # CPU: with the torch pin
+EXTRAS["all"] = sorted(set(EXTRAS["llm"] + EXTRAS["gnn"] + EXTRAS["sd"] + POWER))  # CPU: with the torch pin
 
 setup(
     name="mlperf-harness",

@@ -1,6 +1,7 @@
 """`mlperf run` with the toy entry (tests/toy_train.py) in place of the benchmark's reference code.
 
     python -m tests.toy_run RESULTS_DIR [--resume RUN_DIR]
+    TOY_SYSTEM=path/to/system.yaml TOY_RUNS=3 python -m tests.toy_run RESULTS_DIR   (default cpu-local, 1)
 
 The same path as harness/commands/run.py (execute.resolve / resume.resolve -> execute -> claim),
 with the toy spec (no data to prepare); exit 0 success, 3 not reached, 130 interrupted, like the CLI. Prints one
@@ -10,6 +11,7 @@ JSON line with the run results.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -27,7 +29,8 @@ def main(argv: list[str]) -> int:
         if len(argv) > 2 and argv[1] == "--resume":
             r = resume.resolve(argv[2], "gpt3")
         else:
-            r = execute.resolve("gpt3", "cpu-local", "tiny", runs=1, seed=7, results_dir=results)
+            system, runs = os.environ.get("TOY_SYSTEM", "cpu-local"), int(os.environ.get("TOY_RUNS", 1))
+            r = execute.resolve("gpt3", system, "tiny", runs=runs, seed=7, results_dir=results)
         out = execute.execute(r, results)
     except KeyboardInterrupt:
         print(json.dumps({"interrupted": True}), flush=True)

@@ -65,7 +65,7 @@ def run(rt) -> bool:
     ready = os.environ.get("TOY_READY_FILE")
     success = stopping = False
     try:
-        while step < steps and not stopping:
+        while (step < steps or success) and not stopping:  # success: power mode trains on
             log.start("block_start", metadata={"first_epoch_num": step, "epoch_count": block})
             for _ in range(block):
                 t0 = time.perf_counter()
@@ -100,9 +100,13 @@ def run(rt) -> bool:
             log.event("eval_accuracy", float(loss.item()), metadata={"epoch_num": step})
             log.end("eval_stop", metadata={"epoch_num": step})
             timings.flush()
+            if step >= steps and not success:
+                success = True
+                log.run_stop(True)  # time-to-train ends here, as in gpt3's loop
+            if success and not rt.more_power_readings():
+                break  # power mode: the same blocks go on until every node has 60 readings
             if ck.due(step):
                 ck.save(step, {"model": model.state_dict(), "optimizer": opt.state_dict()})
-        success = step >= steps and not stopping
         _leave_collectives_in_flight(rt, _env("TOY_PENDING_COLLECTIVES", 0, int))
     finally:
         timings.close()
@@ -134,6 +138,7 @@ def _spec():
         run=run,
         prepare=lambda plan: None,
         is_prepared=lambda plan: True,
+        power_extension=True,
     )
 
 

@@ -126,6 +126,7 @@ def show_dry_run(resolved, results_dir: Path, as_json: bool, apply_tuning: bool,
             "disclosure": plan.disclosure,
             "results": str(out_dir),
             "node_tuning": resolved.system.launcher.node_tuning,
+            "power": None if resolved.system.power is None else resolved.system.power.model_dump(),
         }
         if build is not None:
             doc["build"] = dict(build, planner=planner_figures(plan))
@@ -167,6 +168,14 @@ def show_dry_run(resolved, results_dir: Path, as_json: bool, apply_tuning: bool,
     if tuning:
         state = "applied in the prologue" if apply_tuning else "NOT applied (pass --apply-tuning)"
         out.print(f"node tuning ({state}): " + "; ".join(tuning))
+    power = resolved.system.power
+    out.print(
+        f"power: {power.describe()}; logs in power/result_<i>/ beside each result"
+        if power is not None
+        else "power: not measured (the system descriptor has no power: block)",
+        markup=False,
+        highlight=False,
+    )
     out.print(f"launcher: {resolved.launcher}")
     out.print(command, markup=False, highlight=False)
     out.print(f"results: {out_dir}/result_<i>.txt; artifacts: {Path(plan.run_dir).parent}/")

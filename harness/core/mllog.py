@@ -42,6 +42,7 @@ class MLLog:
             self._logger = logger
             self._ml = _MLLogger(logger=logger, default_stack_offset=2)
         self.run_started = self.run_stopped = False
+        self.run_start_ms: int | None = None
         self._resume: dict | None = None
 
     def resume(self, record: dict) -> None:
@@ -122,7 +123,8 @@ class MLLog:
                 None,
             )
             return
-        self._emit("start", C.RUN_START, None, None, None)
+        self.run_start_ms = now_ms()
+        self._emit("start", C.RUN_START, None, None, self.run_start_ms)
         self.run_started = True
 
     def run_stop(self, success: bool, metadata: dict | None = None, time_ms: int | None = None):

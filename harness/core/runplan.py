@@ -27,6 +27,11 @@ class Submission(Strict):
     """System id (results folder name)."""
 
 
+# MLPerf Power (training_policies power_measurement.adoc): at least 60 readings per node in the
+# measurement window; a shorter run keeps training (same loop) until they exist.
+MIN_POWER_READINGS = 60
+
+
 class RunPlan(Strict):
     schema_version: int = 1
     benchmark: str
@@ -62,6 +67,10 @@ class RunPlan(Strict):
     device: Literal["cpu", "cuda"]
     threads_per_process: int
     cache_cleared: bool = False
+    power_min_readings: int = 0
+    """Power mode (the system has `power:`): the training loop goes on after run_stop, same code
+    and markers, until every node's sampler has this many readings since run_start (MLPerf Power:
+    MIN_POWER_READINGS); 0 = no power measurement."""
     """Whether caches were really dropped before this run (logged `cache_clear`)."""
     resume_from: str | None = None
 

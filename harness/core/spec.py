@@ -42,3 +42,7 @@ class BenchmarkSpec:
     it (meta device; fake process group) and return the report `mlperf run --dry-run --build`
     renders: parameters_total/_trainable, shards [{name, ranks, parameters, weights, gradients,
     optimizer}], busiest (index), not_built and built (one line each)."""
+    power_extension: bool = False
+    """True where `run` honours MLPerf Power's minimum: after run_stop it keeps its training loop
+    going, same code and markers, while `rt.more_power_readings()` says a node has fewer than 60
+    readings. `mlperf run` refuses a system with a `power:` block for a benchmark without it."""

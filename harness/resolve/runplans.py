@@ -20,7 +20,7 @@ import benchmarks
 from harness.core import layout as layout_mod
 from harness.core import rulesets
 from harness.core.errors import ConfigError, suggest
-from harness.core.runplan import RunPlan, Submission
+from harness.core.runplan import MIN_POWER_READINGS, RunPlan, Submission
 from harness.resolve import config as config_mod
 from harness.resolve import switches, systems
 
@@ -175,6 +175,7 @@ def resolve_runs(
                 log_path=str(run_dir / "mlperf.log"),
                 device="cpu" if spec.accelerator.kind == "cpu" else "cuda",
                 threads_per_process=spec.threads(),
+                power_min_readings=MIN_POWER_READINGS if spec.power is not None else 0,
             )
         )
     kind = choose_launcher(launcher, spec, lay.world_size)

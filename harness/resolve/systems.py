@@ -15,10 +15,11 @@ import platform
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from harness.core.errors import ConfigError, suggest
 from harness.core.schema import Strict, load_yaml, validate
+from harness.resolve.power import Power
 
 SYSTEMS_DIR = Path(__file__).resolve().parents[2] / "systems"
 
@@ -155,6 +156,8 @@ class SystemSpec(Strict):
     """torch intra-op threads per rank; 'auto' = cores / processes per node (at least 1)."""
     launcher: Launcher = Launcher()
     description: Description = Description()
+    power: Power | None = None
+    """MLPerf Power capture for every run (harness/resolve/power.py); absent = no measurement."""
 
     @field_validator("name")
     @classmethod
@@ -162,6 +165,12 @@ class SystemSpec(Strict):
         if not v or any(c in v for c in "/ \\"):
             raise ValueError("must be a non-empty id without '/', '\\' or spaces")
         return v
+
+    @model_validator(mode="after")
+    def _power_fits_the_nodes(self):
+        if self.power is not None:
+            self.power.check_nodes(self.nodes)
+        return self
 
     # ---- derived values -------------------------------------------------------------------
     @property

@@ -81,14 +81,19 @@ class RunResult:
     log: str
     result_file: str | None
     run_dir: str
+    power: str | None = None
+    """Power mode: how many readings the run's power logs hold, or why the result has none."""
 
 
 def summarize(plan, returncode: int, events: list[dict]) -> RunResult:
-    """The run's outcome from its MLPerf log events (first run_start/run_stop, last eval per metric)."""
+    """The run's outcome from its MLPerf log events (first run_start/run_stop, the last eval per
+    metric before run_stop)."""
     first = {}
     quality: dict = {}
     for ev in events:
         first.setdefault(ev.get("key"), ev)
+        if "run_stop" in first:  # power mode trains on after run_stop: not the result's quality
+            break
         if ev.get("key") == "eval_accuracy":
             metric = ev.get("metadata", {}).get("metric", next(iter(plan.target)))
             quality[metric] = ev.get("value")
@@ -136,7 +141,16 @@ class _Collector:
             else:
                 target = claim.claim_result(Path(plan.log_path), folder)
             res.result_file = str(target)
+            if self.r.system.power is not None:
+                self._power_files(plan, res, target)
         self.results[plan.run_index] = res
+
+    def _power_files(self, plan, res: RunResult, result_file: Path) -> None:
+        from harness.run.power import files
+
+        written, res.power = files.write(Path(plan.run_dir), self.r.system.power, result_file)
+        if written is None:  # claimed without energy: say why, once
+            self.status(plan, res.power)
 
 
 def prepare(plans, system) -> None:
@@ -167,6 +181,18 @@ def execute(
         raise ConfigError(
             f"{plans[0].benchmark} at full size needs GPUs; system '{resolved.system.name}' has "
             f"CPU accelerators (use --size tiny, or --dry-run to inspect the full-size plan)"
+        )
+    if resolved.system.power is not None and not registry.spec(plans[0].benchmark).power_extension:
+        raise ConfigError(
+            f"system '{resolved.system.name}' measures power, and {plans[0].benchmark}'s training loop "
+            "does not yet train on after run_stop until the rules' 60 readings exist (only gpt3's "
+            "does); run it on a system without a power: block"
+        )
+    if resolved.system.power is not None and resolved.launcher == "slurm":
+        raise ConfigError(
+            f"system '{resolved.system.name}': power capture runs with the local and torchrun "
+            "launchers; per-node samplers under Slurm are not built yet (remove its power: block "
+            "to run without energy)"
         )
     # Before anything is written: a switch whose library is absent would fail inside the rank
     # after run_start, i.e. as "target not reached" (exit 3), instead of a refusal (exit 2).

@@ -76,6 +76,24 @@ class Runtime:
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return bool(t.item())
 
+    def more_power_readings(self) -> bool:
+        """Power mode, after the target is reached: True on every rank while some node's sampler
+        has fewer than plan.power_min_readings readings since run_start. The benchmark then logs
+        run_stop (time-to-train ends there) and keeps its training loop going, same code and
+        markers, until this turns False (rules: 60 readings in the measurement window). Rank 0
+        reads the raw streams in the run folder (harness/run/power/capture.py writes them); the
+        answer is agreed so that every rank steps on together. A collective: all ranks call it."""
+        need = self.plan.power_min_readings
+        if not need:
+            return False
+        short = False
+        if self.is_rank0 and self.log.run_start_ms is not None:
+            fewest, silent_s = _fewest_readings(Path(self.plan.run_dir) / "power", self.log.run_start_ms)
+            # a sampler silent for SILENT_S has died: training on would wait for nothing (the
+            # run layer then claims the result without energy and says why)
+            short = fewest < need and silent_s < SILENT_S
+        return self.any_rank(short)
+
     def finish(self, success: bool, metadata: dict | None = None) -> int:
         """Write run_stop if training did not, close the log; return the process exit code."""
         if self.log.run_started:
@@ -88,6 +106,32 @@ class Runtime:
         if self.signal_received is not None:
             return 130
         return 0 if success else 3
+
+
+SILENT_S = 5.0
+
+
+def _fewest_readings(folder: Path, since_ms: int) -> tuple[int, float]:
+    """(the smallest count of readings at or after since_ms over the nodes' raw streams, the
+    seconds since the stalest stream's last line); no stream at all = (0, inf)."""
+    import json
+    import time
+
+    counts, last = [], []
+    for raw in sorted(folder.glob("node_*.raw.jsonl")):
+        n, t = 0, 0
+        for line in raw.read_text().splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            n += "w" in rec and rec["t_ms"] >= since_ms
+            t = max(t, rec.get("t_ms", 0))
+        counts.append(n)
+        last.append(t)
+    if not counts:
+        return 0, float("inf")
+    return min(counts), time.time() - min(last) / 1000
 
 
 def init_one_process_group(backend: str) -> None:

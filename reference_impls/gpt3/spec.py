@@ -47,4 +47,5 @@ SPEC = BenchmarkSpec(
     is_prepared=manifest.is_prepared,
     lr_find=lr_find,
     build=build,
+    power_extension=True,  # train.py: trains on after run_stop until rt.more_power_readings() is False
 )

@@ -6,6 +6,8 @@
     every eval_interval_steps steps:    block_start/stop, eval over the full validation
                                         set, eval_accuracy(log-ppl, epoch_num = tokens)
     log-ppl <= target -> run_stop success (exit 0); train_samples_cap -> aborted (exit 3)
+    power mode: after run_stop the same blocks and evals go on until every node's sampler has
+    60 readings (rt.more_power_readings); time-to-train is unchanged
 
 No host-device syncs per step of our own: the training loss stays a tensor until an eval point
 (megatron's grad clipping reads the grad norm each step, as in the reference). Rank 0 writes the
@@ -271,10 +273,12 @@ def run(rt) -> bool:
                     f"lr {optimizer.param_groups[0]['lr']:.3g}",
                     flush=True,
                 )
-            if ppl <= target:
+            if ppl <= target and not reached:
                 reached = True
-                break
-            if ck.due(step):
+                log.run_stop(True)  # time-to-train ends here, whether or not the loop goes on
+            if reached and not rt.more_power_readings():
+                break  # power mode trains on, same blocks and evals, until 60 readings exist
+            if ck.due(step) and not reached:  # nothing to resume after run_stop
                 ck.save(
                     step, meta={"consumed_samples": step * gbs, "schedule_num_steps": scheduler.num_steps}
                 )

@@ -73,7 +73,7 @@ CASES = [
     ({"host": None}, ("error", "power_reading without metadata host")),
     (
         {"run_stop": RUN_START + 50_000, "stop": RUN_START + 51_000},
-        ("error", "51 readings inside the run, fewer than 60"),
+        ("error", "52 readings from run_start to the window's end, fewer than 60"),
     ),
     ({"times": [*ONE_HZ[:2], ONE_HZ[1], *ONE_HZ[2:]]}, ("error", "not increasing in time")),
 ]
@@ -86,6 +86,14 @@ def test_each_defect_is_one_finding(tmp_path, kw, expect):
     assert got and all(s == sev and text in m for s, m, _ in got), got  # one per run, nothing else
     if "not increasing" in text:
         assert {line for _s, _m, line in got} == {5}  # start, eff, 2 readings, then the repeated stamp
+
+
+def test_a_short_run_whose_window_goes_on_after_run_stop_passes(tmp_path):
+    """The rules' extension: a 50 s run trains on after run_stop until 60 readings exist; the
+    readings after run_stop count (those before run_start do not: 1 here)."""
+    assert _msgs(_folder(tmp_path, run_stop=RUN_START + 50_000, stop=RUN_START + 59_000)) == []
+    got = _msgs(_folder(tmp_path / "b", run_stop=RUN_START + 50_000, stop=RUN_START + 58_000))
+    assert got and all("59 readings" in m for _s, m, _l in got), got
 
 
 def test_gaps_can_be_errors(tmp_path):

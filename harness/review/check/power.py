@@ -7,7 +7,8 @@ and a stray file crashes it). Rules: mlcommons/training_policies power_measureme
 Per run k (`power/result_<k>/`, which needs its `result_<k>.txt`):
   files     only node_<i>.txt and sw_<j>.txt, indices 0..n-1, the same node count in every run
   node_<i>  one power_measurement_start and one _stop, the window bracketing the run's run_start
-            and run_stop; >= 60 power_reading lines inside the run; readings increasing in time;
+            and run_stop; >= 60 power_reading lines from run_start to the window's end (a short run
+            trains on after run_stop until they exist); readings increasing in time;
             gaps between readings <= 1 s (severity `gap_severity`: published logs sample every
             2 s); every reading a finite number >= 0 with metadata `host`; conversion_eff in (0, 1]
             with measurement_type AC or DC
@@ -22,9 +23,10 @@ import os
 import re
 
 from harness.core.mllog_reader import iter_mllog, parse_record
+from harness.core.runplan import MIN_POWER_READINGS
 from harness.review.check.messages import Finding
 
-MIN_SAMPLES = 60
+MIN_SAMPLES = MIN_POWER_READINGS
 MAX_GAP_MS = 1000
 TOOL = "power lint"
 _RUN = re.compile(r"result_(\d+)")
@@ -175,9 +177,11 @@ def _node(path: str, window: tuple, gap_severity: str, add) -> None:
         if not (isinstance(s, int) and isinstance(e, int) and s <= run_start and e >= run_stop):
             add(path, starts[0][0], "error", f"the window {s}..{e} does not bracket the run {run_start}..{run_stop}",
                 "start measuring before run_start and stop after run_stop")  # fmt: skip
-        inside = [t for _, t in times if isinstance(t, int) and run_start <= t <= run_stop]
+        # The rules count the measurement's readings; a short run extends the window (it trains on
+        # after run_stop until 60 exist), so readings after run_stop count, those before run_start not.
+        inside = [t for _, t in times if isinstance(t, int) and run_start <= t <= e]
         if len(inside) < MIN_SAMPLES:
-            add(path, None, "error", f"{len(inside)} readings inside the run, fewer than {MIN_SAMPLES}",
+            add(path, None, "error", f"{len(inside)} readings from run_start to the window's end, fewer than {MIN_SAMPLES}",
                 "sample at >= 1 Hz, and keep the loop going after run_stop until 60 readings exist")  # fmt: skip
     gaps = [
         (n, b - a)

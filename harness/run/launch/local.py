@@ -7,9 +7,11 @@ rank fails, printing that rank's error; the training code's try/finally logs run
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -94,7 +96,12 @@ class LocalLauncher:
 
     def _run_one(self, plan, system, entry, monitor) -> int:
         run_dir = Path(plan.run_dir)
-        with open(run_dir / "stdout.log", "ab") as out:
+        # Power mode: the samplers read before the rank starts and are stopped by pid whatever
+        # way it ends (the with block); a BMC that cannot be read refuses the run before it starts.
+        with (
+            power_capture(system, run_dir, [socket.gethostname()]),
+            open(run_dir / "stdout.log", "ab") as out,
+        ):
             proc = subprocess.Popen(
                 self.argv(plan, entry),
                 stdout=out,
@@ -131,6 +138,15 @@ class TorchrunLauncher(LocalLauncher):
             "--plan",
             str(Path(plan.run_dir) / "plan.json"),
         ]
+
+
+def power_capture(system, run_dir: Path, hostnames: list[str]):
+    """The run's power samplers (harness/run/power/capture.py), or nothing without `power:`."""
+    if system.power is None:
+        return contextlib.nullcontext()
+    from harness.run.power.capture import Capture
+
+    return Capture(system.power, run_dir, hostnames)
 
 
 def stop_tree(proc: subprocess.Popen, grace_s: float = 20.0) -> None:

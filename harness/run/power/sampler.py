@@ -1,0 +1,187 @@
+"""One node's power sampler, a process of its own (started and stopped by capture.py):
+
+    python -m harness.run.power.sampler --spec power.json --node 0 --hostname n1 --out node_0.raw.jsonl
+
+Every `interval_s` on absolute monotonic deadlines (a sleep loop would drift by the read latency:
+ipmitool takes 20-80 ms, more under load) it reads the node's power and appends one JSON line,
+flushed at once:  {"t_ms": <time.time() in ms, the clock MLLOG stamps with>, "w": <watts>}.
+A slot missed by a whole interval is skipped, never made up in a burst; a failed or timed-out
+read is a line {"t_ms": ..., "error": "..."} (a gap the power lint reports). On SIGTERM or SIGINT
+it takes one last reading (the window ends at a reading, not 0.2 s after one) and exits 0.
+
+Exit codes: 0 stopped by a signal; 2 the first reading failed (bad credentials, no BMC, no
+ipmitool): the stream's only line is then {"t_ms": ..., "fatal": "<source>: <cause>"}, which
+capture.py relays as the run's one-line refusal (the sampler itself never prints).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from harness.resolve.power import Power
+
+_WATTS = re.compile(r"Instantaneous power reading:\s*([0-9.]+)\s*Watts")
+
+
+class ReadError(Exception):
+    pass
+
+
+class Ipmi:
+    """DCMI Get Power Reading through Debian's ipmitool, one call per reading (a persistent
+    client stalls for 0.6-1.9 s now and then; a call costs ~28 ms of CPU)."""
+
+    def __init__(self, power: Power, node: int, hostname: str):
+        src = power.source
+        self.timeout = src.timeout_s
+        self.argv = ["ipmitool", "-I", src.interface]
+        self.env = dict(os.environ)
+        if src.interface == "lanplus":
+            self.argv += ["-H", src.address(node, hostname), "-p", str(src.port or 623)]
+            if src.cipher_suite is not None:
+                self.argv += ["-C", str(src.cipher_suite)]
+            if src.username_env:
+                self.argv += ["-U", _credential(src.username_env)]
+            if src.password_env:  # -E: from IPMI_PASSWORD, never on a command line `ps` shows
+                self.env["IPMI_PASSWORD"] = _credential(src.password_env)
+                self.argv.append("-E")
+        self.argv += ["dcmi", "power", "reading"]
+        lan = f"{src.address(node, hostname)}:{src.port or 623}"
+        self.where = f"ipmi {src.interface} {lan if src.interface == 'lanplus' else 'in-band'}"
+
+    def read(self) -> float:
+        try:
+            # a session of its own: a signal to the sampler's group must not kill the last read
+            r = subprocess.run(
+                self.argv,
+                capture_output=True,
+                text=True,
+                timeout=self.timeout,
+                env=self.env,
+                start_new_session=True,
+            )
+        except FileNotFoundError:
+            raise ReadError("ipmitool is not installed (Debian: apt-get install ipmitool)") from None
+        except subprocess.TimeoutExpired:
+            raise ReadError(f"no answer within {self.timeout} s") from None
+        m = _WATTS.search(r.stdout)
+        if r.returncode != 0 or not m:
+            said = (r.stderr.strip() or r.stdout.strip()).splitlines()
+            raise ReadError(said[-1] if said else f"ipmitool exited {r.returncode}")
+        return float(m[1])
+
+
+class Redfish:
+    """A GET of the configured resource through the `redfish` client, one session per sampler."""
+
+    def __init__(self, power: Power, node: int, hostname: str):
+        import redfish
+
+        src = power.source
+        port = f":{src.port}" if src.port else ""
+        self.where = f"redfish {src.scheme}://{src.address(node, hostname)}{port}{src.resource}"
+        self.resource, self.path = src.resource, [p for p in src.field.split("/") if p]
+        try:
+            self.client = redfish.redfish_client(
+                base_url=f"{src.scheme}://{src.address(node, hostname)}{port}",
+                username=_credential(src.username_env) if src.username_env else None,
+                password=_credential(src.password_env) if src.password_env else None,
+                default_prefix="/redfish/v1",
+                timeout=src.timeout_s,
+                max_retry=1,
+            )
+            self.client.login(auth="session")
+        except Exception as e:  # noqa: BLE001 - the client's own classes; the cause is the answer
+            raise ReadError(f"{type(e).__name__}: {e}") from None
+
+    def read(self) -> float:
+        try:
+            r = self.client.get(self.resource)
+        except Exception as e:  # noqa: BLE001
+            raise ReadError(f"{type(e).__name__}: {e}") from None
+        if r.status != 200:
+            raise ReadError(f"HTTP {r.status}")
+        value = r.dict
+        try:
+            for part in self.path:
+                value = value[int(part)] if isinstance(value, list) else value[part]
+            return float(value)
+        except (KeyError, IndexError, ValueError, TypeError):
+            raise ReadError(f"no number at {'/'.join(self.path)} in {self.resource}") from None
+
+
+READERS = {"ipmi": Ipmi, "redfish": Redfish}
+
+
+def _credential(name: str) -> str:
+    value = os.environ.get(name)
+    if not value:
+        raise ReadError(f"environment variable {name} is not set (the BMC credential the descriptor names)")
+    return value
+
+
+def sample(reader, interval_s: float, out, stopping) -> None:
+    """Read on absolute deadlines until stopping() is true, then once more."""
+    t0 = time.monotonic()
+    k = 0
+    while not stopping():
+        _read_one(reader, out)
+        k += 1
+        deadline = t0 + k * interval_s
+        now = time.monotonic()
+        if now > deadline:  # late by a whole slot or more: skip to the next one still ahead
+            k = int((now - t0) / interval_s) + 1
+            deadline = t0 + k * interval_s
+        while not stopping() and time.monotonic() < deadline:
+            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+    _read_one(reader, out)
+
+
+def _read_one(reader, out) -> None:
+    try:
+        w = reader.read()
+        line = {"t_ms": int(time.time() * 1000), "w": w}
+    except ReadError as e:
+        line = {"t_ms": int(time.time() * 1000), "error": str(e)[:200]}
+    out.write(json.dumps(line) + "\n")
+    out.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m harness.run.power.sampler")
+    ap.add_argument("--spec", required=True, type=Path, help="the descriptor's power block, as JSON")
+    ap.add_argument("--node", type=int, default=0)
+    ap.add_argument("--hostname", default="")
+    ap.add_argument("--out", required=True, type=Path)
+    a = ap.parse_args(argv)
+    power = Power.model_validate_json(a.spec.read_text())
+    stop = {"now": False}
+
+    def _stop(signum, frame):
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    with open(a.out, "a") as out:
+        reader = None
+        try:
+            reader = READERS[power.source.kind](power, a.node, a.hostname)
+            reader.read()  # the first reading proves the source before the run starts
+        except ReadError as e:
+            where = reader.where if reader is not None else power.source.kind
+            fatal = {"t_ms": int(time.time() * 1000), "fatal": f"node {a.node} ({where}): {e}"}
+            out.write(json.dumps(fatal) + "\n")
+            return 2
+        sample(reader, power.interval_s, out, lambda: stop["now"])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

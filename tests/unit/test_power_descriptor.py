@@ -1,0 +1,107 @@
+"""The `power:` block of a system descriptor (harness/resolve/power.py) and the torch-free parts
+of power mode: validation in one line naming the field, what --dry-run and the plan carry, the
+refusals, the measurement window of harness/run/power/files.py and the count the training loop
+waits on (harness/train/runtime.py)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.core.errors import ConfigError
+from harness.resolve import systems
+
+REPO = Path(__file__).resolve().parents[2]
+SHIPPED = REPO / "systems" / "cpu-local-power.yaml"
+
+
+def _variant(tmp_path, **power) -> Path:
+    doc = yaml.safe_load(SHIPPED.read_text())
+    for key, value in power.items():
+        if key.startswith("source_"):
+            doc["power"]["source"][key.removeprefix("source_")] = value
+        else:
+            doc["power"][key] = value
+    path = tmp_path / "sys.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_the_shipped_power_system_loads_and_names_its_credentials_by_variable():
+    p = systems.load("cpu-local-power").power
+    assert p.source.kind == "ipmi" and p.source.interface == "lanplus" and p.source.port == 6230
+    assert (p.source.username_env, p.source.password_env) == ("MLPERF_BMC_USER", "MLPERF_BMC_PASSWORD")
+    assert p.interval_s <= 1 and p.source.timeout_s < p.interval_s
+    assert [i.estimate_w for i in p.interconnect] == [50.0]
+    assert systems.load("cpu-local").power is None
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"source_timeout_s": 0.5}, "field 'power': Value error, source.timeout_s 0.5 exceeds interval_s"),
+        ({"source_host": ""}, "field 'power.source': Value error, 'host' is required"),
+        ({"interval_s": 2}, "field 'power.interval_s'"),
+        ({"conversion_eff": 1.3}, "field 'power.conversion_eff'"),
+        ({"source_password": "hunter2"}, "unknown key 'power.source.password'"),
+        ({"source_host": ["a", "b"]}, "power.source.host lists 2 address(es) for 1 node(s)"),
+        ({"sampler": "central", "source_interface": "open"}, "needs sampler 'per-node'"),
+    ],
+)
+def test_a_bad_power_block_is_one_line_naming_the_field(tmp_path, change, says):
+    with pytest.raises(ConfigError) as e:
+        systems.load(str(_variant(tmp_path, **change)))
+    assert says in str(e.value) and "\n" not in str(e.value)
+
+
+def test_dry_run_shows_the_block_and_the_plan_asks_for_60_readings(mlperf):
+    r = mlperf("run", "gpt3", "--system", "cpu-local-power", "--dry-run", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["power"]["source"]["host"] == "127.0.0.1" and doc["plan"]["power_min_readings"] == 60
+    plain = json.loads(mlperf("run", "gpt3", "--dry-run", "--json").stdout)
+    assert plain["power"] is None and plain["plan"]["power_min_readings"] == 0
+    text = mlperf("run", "gpt3", "--system", "cpu-local-power", "--dry-run").stdout
+    assert "power: ipmitool dcmi power reading (lanplus 127.0.0.1:6230) every 0.2 s" in " ".join(text.split())
+
+
+def test_a_benchmark_whose_loop_cannot_train_on_is_refused_in_one_line(mlperf, tmp_path):
+    r = mlperf("run", "gnn", "--system", "cpu-local-power", "--results-dir", str(tmp_path))
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0
+    assert "gnn's training loop does not yet train on after run_stop" in r.stderr
+    assert not list(tmp_path.rglob("plan.json"))  # refused before anything was written
+
+
+def test_the_window_starts_and_ends_at_readings_around_the_loop():
+    from harness.run.power.files import window
+
+    stream = [(t, 100.0) for t in range(0, 10_000, 200)]
+    w = window(stream, run_start=1_050, loop_end=5_010)
+    assert w[0][0] == 1_000 and w[-1][0] == 5_200  # the reading before run_start, the one after the loop
+    assert window(stream, run_start=-5, loop_end=5_000) is None  # no reading before run_start
+    assert window(stream, run_start=1_000, loop_end=20_000) is None  # none after the loop
+
+
+def test_the_loop_waits_on_the_fewest_readings_and_not_on_a_silent_sampler(tmp_path):
+    from harness.train.runtime import SILENT_S, _fewest_readings
+
+    now = int(time.time() * 1000)
+    power = tmp_path / "power"
+    power.mkdir()
+    (power / "node_0.raw.jsonl").write_text(
+        "".join(json.dumps({"t_ms": now - 1000 + i * 10, "w": 1.0}) + "\n" for i in range(70))
+    )
+    (power / "node_1.raw.jsonl").write_text(
+        json.dumps({"t_ms": now - 900, "error": "timeout"})
+        + "\n"
+        + json.dumps({"t_ms": now - 800, "w": 2.0})
+        + "\n"
+    )
+    fewest, silent = _fewest_readings(power, since_ms=now - 2000)
+    assert fewest == 1 and silent < SILENT_S  # node 1 decides; a failed read is no reading
+    assert _fewest_readings(power, since_ms=now)[0] == 0
+    assert _fewest_readings(tmp_path / "none", since_ms=0) == (0, float("inf"))
