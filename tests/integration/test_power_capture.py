@@ -219,6 +219,21 @@ def test_gpt3_three_power_runs_train_on_pass_check_and_score_the_summarizers_ene
     assert official == pytest.approx((1000 * 0.94 + 50) * sorted(per_run)[1][0] / 1000, rel=0.02)
 
 
+def _sampler_of(driver):
+    """The driver's one sampler process (its short-lived ipmitool children come and go meanwhile)."""
+    import psutil
+
+    found = []
+    for c in driver.children(recursive=True):
+        try:
+            if "harness.run.power.sampler" in c.cmdline():
+                found.append(c)
+        except (psutil.Error, OSError):  # exited while we looked: an ipmitool call
+            continue
+    (sampler,) = found
+    return sampler
+
+
 def test_a_sampler_killed_mid_run_leaves_the_result_claimed_without_energy(tmp_path, bmc):
     import psutil
 
@@ -229,12 +244,7 @@ def test_a_sampler_killed_mid_run_leaves_the_result_claimed_without_energy(tmp_p
     while not ready.exists():
         assert p.poll() is None and time.monotonic() < end, p.communicate()
         time.sleep(0.05)
-    (sampler,) = [
-        c
-        for c in psutil.Process(p.pid).children(recursive=True)
-        if "harness.run.power.sampler" in c.cmdline()
-    ]
-    sampler.kill()
+    _sampler_of(psutil.Process(p.pid)).kill()
     out, err = p.communicate(timeout=120)
     assert p.returncode == 0, (out, err)  # the run itself succeeds
     (run,) = json.loads(out.strip().splitlines()[-1])

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow  # starts rank processes
 
 def test_two_ranks_with_collectives_in_flight_exit_0_with_a_complete_log(tmp_path):
     env = {"TOY_STEPS": "5", "TOY_STEP_S": "0", "TOY_PENDING_COLLECTIVES": "8"}
-    for attempt in range(3):  # the race needs no luck to show: 7 of 8 runs aborted with the defect
+    for attempt in range(2):  # the race needs no luck to show: 7 of 8 runs aborted with the defect
         plan = make_plan("gpt3", tmp_path / str(attempt), nproc_per_node=2, sets=("micro_batch_size=1",))
         r = run_entry("tests.toy_train", plan, nproc=2, env=_with(env))
         assert r.returncode == 0, r.stderr[-2000:]
