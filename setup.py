@@ -48,8 +48,8 @@ SD = ["diffusers>=0.42,<0.43", "transformers>=5.0,<6", "scikit-learn>=1.4"]
 # an older TE runs with those features off. No TE build has run here (no GPU).
 TE = ["transformer-engine[pytorch]>=2.9.0a0,<3"]
 # MLPerf Power capture (harness/run/power): the Redfish client for `kind: redfish` sources (IPMI
-# sources call Debian's ipmitool).
-POWER = ["redfish>=3.2,<4"]
+# sources call Debian's ipmitool) and NVML (nvidia-ml-py) for the GPU telemetry beside the node readings.
+POWER = ["redfish>=3.2,<4", "nvidia-ml-py>=12"]
 EXTRAS = {
     "train": CPU_TORCH + TRAIN,
     "llm": CPU_TORCH + TRAIN + LLM,

@@ -199,6 +199,9 @@ def _table(resolved, results, score) -> None:
         ttt = f"{r.time_to_train_min:.4f}" if r.time_to_train_min is not None else "-"
         t.add_row(str(r.run + 1), str(r.seed), r.status, q, ttt, r.result_file or f"(see {r.run_dir})")
     out.print(t)
+    for r in results:  # power mode: the readings and GPU telemetry, or why a result has no energy
+        if r.power:
+            out.print(f"run {r.run + 1} power: {r.power}", markup=False, highlight=False)
     need = resolved.definition.runs_per_result
     if score is not None:
         out.print(

@@ -148,9 +148,8 @@ class _Collector:
     def _power_files(self, plan, res: RunResult, result_file: Path) -> None:
         from harness.run.power import files
 
-        written, res.power = files.write(Path(plan.run_dir), self.r.system.power, result_file)
-        if written is None:  # claimed without energy: say why, once
-            self.status(plan, res.power)
+        _written, res.power = files.write(Path(plan.run_dir), self.r.system.power, result_file)
+        self.status(plan, f"power: {res.power}")  # live; the table repeats it after the runs
 
 
 def prepare(plans, system) -> None:

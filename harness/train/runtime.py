@@ -88,7 +88,7 @@ class Runtime:
             return False
         short = False
         if self.is_rank0 and self.log.run_start_ms is not None:
-            fewest, silent_s = _fewest_readings(Path(self.plan.run_dir) / "power", self.log.run_start_ms)
+            fewest, silent_s = _fewest_readings(Path(self.plan.run_dir), self.log.run_start_ms)
             # a sampler silent for SILENT_S has died: training on would wait for nothing (the
             # run layer then claims the result without energy and says why)
             short = fewest < need and silent_s < SILENT_S
@@ -111,24 +111,18 @@ class Runtime:
 SILENT_S = 5.0
 
 
-def _fewest_readings(folder: Path, since_ms: int) -> tuple[int, float]:
+def _fewest_readings(run_dir: Path, since_ms: int) -> tuple[int, float]:
     """(the smallest count of readings at or after since_ms over the nodes' raw streams, the
     seconds since the stalest stream's last line); no stream at all = (0, inf)."""
-    import json
     import time
 
+    from harness.core.power_stream import lines, nodes, raw_path
+
     counts, last = [], []
-    for raw in sorted(folder.glob("node_*.raw.jsonl")):
-        n, t = 0, 0
-        for line in raw.read_text().splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            n += "w" in rec and rec["t_ms"] >= since_ms
-            t = max(t, rec.get("t_ms", 0))
-        counts.append(n)
-        last.append(t)
+    for i in nodes(run_dir):
+        recs = lines(raw_path(run_dir, i))
+        counts.append(sum("w" in r and r["t_ms"] >= since_ms for r in recs))
+        last.append(max((r.get("t_ms", 0) for r in recs), default=0))
     if not counts:
         return 0, float("inf")
     return min(counts), time.time() - min(last) / 1000

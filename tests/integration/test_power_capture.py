@@ -199,6 +199,7 @@ def test_gpt3_three_power_runs_train_on_pass_check_and_score_the_summarizers_ene
         assert "eval_accuracy" in keys[keys.index("run_stop") :]  # trained on after run_stop
         assert run["quality"]["log_perplexity"] == before[-1]  # the result is the eval at run_stop
         assert int(run["power"].split()[0]) >= 60, run["power"]
+        assert "; node 0: " in run["power"]  # NVML: its GPUs' energy, or why there is none
         node = read_events(folder / "power" / f"result_{k}" / "node_0.txt")
         readings = [e["time_ms"] for e in node if e["key"] == "power_reading"]
         assert sum(t >= start for t in readings) >= 60 and readings[0] <= start and readings[-1] > stop

@@ -101,7 +101,53 @@ def test_the_loop_waits_on_the_fewest_readings_and_not_on_a_silent_sampler(tmp_p
         + json.dumps({"t_ms": now - 800, "w": 2.0})
         + "\n"
     )
-    fewest, silent = _fewest_readings(power, since_ms=now - 2000)
+    fewest, silent = _fewest_readings(tmp_path, since_ms=now - 2000)
     assert fewest == 1 and silent < SILENT_S  # node 1 decides; a failed read is no reading
-    assert _fewest_readings(power, since_ms=now)[0] == 0
+    assert _fewest_readings(tmp_path, since_ms=now)[0] == 0
     assert _fewest_readings(tmp_path / "none", since_ms=0) == (0, float("inf"))
+
+
+def _stream(path: Path, recs: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+
+
+def test_gpu_telemetry_counts_node_readings_below_the_gpus_and_says_when_there_is_none(tmp_path):
+    """The plausibility check: a node cannot draw less than its GPUs' boards. A BMC reading one
+    PSU of two (half the node) reads below them; the sidecar's counters give the GPUs' energy."""
+    from harness.core.power_stream import gpu_path, gpu_telemetry, raw_path
+
+    node = [{"t_ms": t, "w": 900.0 if t < 3000 else 400.0} for t in range(0, 6000, 500)]
+    gpus = [{"t_ms": t + 10, "w": [250.0, 250.0], "j": [t / 4, t / 4]} for t in range(0, 6000, 500)]
+    _stream(raw_path(tmp_path, 0), node)
+    _stream(gpu_path(tmp_path, 0), gpus)
+    g = gpu_telemetry(tmp_path, 0, 1000, 5000)
+    assert g == {"gpus": 2, "gpu_energy_j": 1750.0, "readings": 9, "below_gpus": 5}  # 3000..5000 read 400 W
+    _stream(gpu_path(tmp_path, 1), [{"t_ms": 0, "note": "no NVIDIA driver here (NVMLError_LibraryNotFound)"}])
+    assert "no NVIDIA driver" in gpu_telemetry(tmp_path, 1, 0, 5000)["note"]
+
+
+def test_the_sampler_says_in_one_line_when_nvml_has_no_driver():
+    pytest.importorskip("pynvml")
+    from harness.run.power.sampler import Gpus
+
+    g = Gpus()
+    if g.handles:
+        pytest.skip("this host has an NVIDIA driver")
+    assert g.note.startswith("no NVIDIA driver here (NVMLError_") and g.line() is None
+
+
+def test_diagnose_gives_energy_per_sample_from_the_streams(tmp_path):
+    """2 s at 500 W x 0.9 = 900 J; 100 samples in 1 s of steps = 100 samples/s; 450 W / 100 = 4.5 J."""
+    from harness.core.power_stream import raw_path
+    from harness.review.diagnose import energy
+    from harness.review.diagnose.inputs import RunData
+
+    _stream(raw_path(tmp_path, 0), [{"t_ms": t, "w": 500.0} for t in range(0, 4000, 100)])
+    (tmp_path / "power" / "power.json").write_text(json.dumps({"conversion_eff": 0.9}))
+    events = [{"key": "run_start", "time_ms": 1000}, {"key": "run_stop", "time_ms": 3000}]
+    timings = [{"samples": 10, "step_time_s": 0.1}] * 10
+    prof, note = energy.profile(RunData("x", tmp_path, None, events=events, timings=timings))
+    assert prof["energy_j"] == pytest.approx(900) and prof["energy_per_sample_j"] == pytest.approx(4.5)
+    assert "4.5 J per sample at 100 samples/s" in note
+    assert energy.profile(RunData("x", tmp_path / "none", None, events=events)) is None

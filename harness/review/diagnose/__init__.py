@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.review.diagnose import detectors, inputs, published
+from harness.review.diagnose import detectors, energy, inputs, published
 from harness.review.diagnose.detectors import Finding
 
 SCHEMA_VERSION = 1
@@ -58,6 +58,10 @@ def diagnose(
     for det in (published.eval_overhead(run, prof), published.slow_vs_published(run, prof, db)):
         if det is not None:
             findings.append(det)
+    measured = energy.profile(run)  # power mode: energy per sample
+    if measured is not None:
+        prof.update(measured[0])
+        run.notes.append(measured[1])
     if db is not None and prof.get("progress_per_s_per_acc") is None:
         run.notes.append(
             "no comparison with published results: accelerator count or model unknown (--accelerators, --accelerator)"

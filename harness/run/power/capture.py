@@ -21,14 +21,11 @@ from pathlib import Path
 
 from harness.core.errors import ConfigError
 from harness.core.files import atomic_write
+from harness.core.power_stream import lines, raw_path
 from harness.resolve.power import Power
 
 FIRST_READING_S = 15.0  # an ipmitool call on a busy BMC can take seconds; its timeout_s bounds each try
 STATUS = "status.json"
-
-
-def raw_path(run_dir: Path, node: int) -> Path:
-    return Path(run_dir) / "power" / f"node_{node}.raw.jsonl"
 
 
 class Capture:
@@ -117,26 +114,9 @@ class Capture:
 
 
 def _first_line(path: Path) -> dict | None:
-    try:
-        with open(path) as f:
-            line = f.readline()
-    except FileNotFoundError:
-        return None
-    if not line.endswith("\n"):
-        return None  # not flushed whole yet
-    return json.loads(line)
+    found = lines(path)
+    return found[0] if found else None
 
 
 def _last_ms(path: Path) -> int | None:
-    try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        return None
-    for line in reversed(lines):
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if "w" in rec:
-            return rec["t_ms"]
-    return None
+    return max((r["t_ms"] for r in lines(path) if "w" in r), default=None)

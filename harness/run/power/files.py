@@ -24,25 +24,9 @@ from pathlib import Path
 
 from harness.core.mllog import MLLog
 from harness.core.mllog_reader import read_events
+from harness.core.power_stream import gpu_telemetry, readings
 from harness.resolve.power import Power
-from harness.run.power.capture import STATUS, raw_path
-
-
-def readings(run_dir: Path, node: int) -> list[tuple[int, float]]:
-    """(time_ms, watts) of a node's raw stream, failed reads left out."""
-    out = []
-    try:
-        text = raw_path(run_dir, node).read_text()
-    except FileNotFoundError:
-        return out
-    for line in text.splitlines():
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue  # a line cut by a kill: the stream's last
-        if "w" in rec:
-            out.append((int(rec["t_ms"]), float(rec["w"])))
-    return out
+from harness.run.power.capture import STATUS
 
 
 def window(stream: list[tuple[int, float]], run_start: int, loop_end: int) -> list[tuple[int, float]] | None:
@@ -111,4 +95,23 @@ def write(run_dir: Path, power: Power, result_file: Path) -> tuple[Path | None, 
         shutil.rmtree(folder)
     os.replace(staging, folder)
     n = min(sum(t >= start for t, _ in w) for w in windows)
-    return folder, f"{n} power readings from run_start on, per node"
+    return folder, f"{n} power readings from run_start on, per node; " + _telemetry(
+        run_dir, len(windows), start, stop
+    )
+
+
+def _telemetry(run_dir: Path, nodes: int, start: int, stop: int) -> str:
+    """One clause on the NVML sidecars over the timed part (run_start..run_stop)."""
+    said = []
+    for i in range(nodes):
+        g = gpu_telemetry(run_dir, i, start, stop)
+        if "note" in g:
+            said.append(f"node {i}: {g['note']}")
+            continue
+        check = (
+            f"below its GPUs' sum in {g['below_gpus']} of {g['readings']} readings: check the power source"
+            if g["below_gpus"]
+            else "never below its GPUs' sum"
+        )
+        said.append(f"node {i}: {g['gpus']} GPU(s) {g['gpu_energy_j'] / 1000:.1f} kJ, node power {check}")
+    return "; ".join(dict.fromkeys(said))

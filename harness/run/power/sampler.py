@@ -120,6 +120,41 @@ class Redfish:
 READERS = {"ipmi": Ipmi, "redfish": Redfish}
 
 
+class Gpus:
+    """NVML telemetry beside the node readings, never instead of them: each GPU's board power
+    (nvmlDeviceGetPowerUsage, a 1 s average on Hopper) and energy counter (mJ since the driver
+    loaded), written to the node's .gpu.jsonl sidecar. The board is not the node: these are for
+    plausibility (node >= sum of its GPUs) and per-GPU energy, not for the power logs."""
+
+    def __init__(self):
+        self.handles, self.note = [], None
+        try:
+            import pynvml  # nvidia-ml-py
+        except ImportError:
+            self.note = "nvidia-ml-py is not installed: no GPU telemetry"
+            return
+        try:
+            pynvml.nvmlInit()
+            self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+        except pynvml.NVMLError as e:
+            self.note = f"no NVIDIA driver here ({type(e).__name__}): no GPU telemetry"
+            return
+        self.nvml = pynvml
+        if not self.handles:
+            self.note = "NVML sees no GPU: no GPU telemetry"
+
+    def line(self) -> dict | None:
+        if not self.handles:
+            return None
+        n = self.nvml
+        try:
+            w = [n.nvmlDeviceGetPowerUsage(h) / 1000 for h in self.handles]
+            j = [n.nvmlDeviceGetTotalEnergyConsumption(h) / 1000 for h in self.handles]
+        except n.NVMLError as e:
+            return {"t_ms": int(time.time() * 1000), "error": str(e)[:200]}
+        return {"t_ms": int(time.time() * 1000), "w": w, "j": j}
+
+
 def _credential(name: str) -> str:
     value = os.environ.get(name)
     if not value:
@@ -127,12 +162,12 @@ def _credential(name: str) -> str:
     return value
 
 
-def sample(reader, interval_s: float, out, stopping) -> None:
+def sample(reader, interval_s: float, out, stopping, gpus=None, gpu_out=None) -> None:
     """Read on absolute deadlines until stopping() is true, then once more."""
     t0 = time.monotonic()
     k = 0
     while not stopping():
-        _read_one(reader, out)
+        _read_one(reader, out, gpus, gpu_out)
         k += 1
         deadline = t0 + k * interval_s
         now = time.monotonic()
@@ -141,10 +176,10 @@ def sample(reader, interval_s: float, out, stopping) -> None:
             deadline = t0 + k * interval_s
         while not stopping() and time.monotonic() < deadline:
             time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
-    _read_one(reader, out)
+    _read_one(reader, out, gpus, gpu_out)
 
 
-def _read_one(reader, out) -> None:
+def _read_one(reader, out, gpus=None, gpu_out=None) -> None:
     try:
         w = reader.read()
         line = {"t_ms": int(time.time() * 1000), "w": w}
@@ -152,6 +187,10 @@ def _read_one(reader, out) -> None:
         line = {"t_ms": int(time.time() * 1000), "error": str(e)[:200]}
     out.write(json.dumps(line) + "\n")
     out.flush()
+    gpu = gpus.line() if gpus is not None else None
+    if gpu is not None:
+        gpu_out.write(json.dumps(gpu) + "\n")
+        gpu_out.flush()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -179,8 +218,17 @@ def main(argv: list[str] | None = None) -> int:
             fatal = {"t_ms": int(time.time() * 1000), "fatal": f"node {a.node} ({where}): {e}"}
             out.write(json.dumps(fatal) + "\n")
             return 2
-        sample(reader, power.interval_s, out, lambda: stop["now"])
+        gpus = Gpus()
+        with open(gpu_path_for(a.out), "a") as gpu_out:
+            if gpus.note:  # said once, in the sidecar: the run layer relays it
+                gpu_out.write(json.dumps({"t_ms": int(time.time() * 1000), "note": gpus.note}) + "\n")
+            sample(reader, power.interval_s, out, lambda: stop["now"], gpus, gpu_out)
     return 0
+
+
+def gpu_path_for(raw: Path) -> Path:
+    """node_<i>.raw.jsonl -> node_<i>.gpu.jsonl (harness/core/power_stream.py)."""
+    return raw.with_name(raw.name.replace(".raw.jsonl", ".gpu.jsonl"))
 
 
 if __name__ == "__main__":
