@@ -187,12 +187,6 @@ def execute(
             "does not yet train on after run_stop until the rules' 60 readings exist (only gpt3's "
             "does); run it on a system without a power: block"
         )
-    if resolved.system.power is not None and resolved.launcher == "slurm":
-        raise ConfigError(
-            f"system '{resolved.system.name}': power capture runs with the local and torchrun "
-            "launchers; per-node samplers under Slurm are not built yet (remove its power: block "
-            "to run without energy)"
-        )
     # Before anything is written: a switch whose library is absent would fail inside the rank
     # after run_start, i.e. as "target not reached" (exit 3), instead of a refusal (exit 2).
     switches.require_libraries(plans[0].benchmark, plans[0].config)

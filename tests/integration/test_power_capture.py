@@ -15,14 +15,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-import yaml
+from power_helpers import loopback_bmc, power_system
 
 from harness.core.mllog_reader import read_events
 
@@ -31,43 +30,13 @@ pytestmark = pytest.mark.slow  # starts a BMC and training processes
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _free_port(kind: int) -> int:
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def bmc(tmp_path_factory):
-    """The loopback BMC, as a person starts it (.ci/bmc-up.sh), on free ports; stopped by pid."""
-    state = tmp_path_factory.mktemp("bmc")
-    env = dict(
-        os.environ,
-        BMC_CI_STATE=str(state),
-        BMC_CI_IPMI_PORT=str(_free_port(socket.SOCK_DGRAM)),
-        BMC_CI_REDFISH_PORT=str(_free_port(socket.SOCK_STREAM)),
-        BMC_CI_WATTS="1000",
-    )
-    r = subprocess.run([str(REPO / ".ci/bmc-up.sh")], env=env, capture_output=True, text=True, timeout=300)
-    if r.returncode != 0:
-        pytest.skip(r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "bmc-up failed")
-    creds = dict(line.removeprefix("export ").split("=", 1) for line in r.stdout.splitlines())
-    yield {"env": env, "creds": creds, "watts": state / "watts", "state": state}
-    subprocess.run([str(REPO / ".ci/bmc-down.sh")], env=env, timeout=30)
-    pid = state / "bmc.pid"
-    assert not pid.exists()
+    yield from loopback_bmc(tmp_path_factory.mktemp("bmc"))
 
 
 def _system(tmp_path: Path, bmc, interval_s=0.05, source: dict | None = None) -> Path:
-    """cpu-local-power pointed at this test's BMC, sampling every interval_s."""
-    doc = yaml.safe_load((REPO / "systems/cpu-local-power.yaml").read_text())
-    doc["power"]["interval_s"] = interval_s
-    doc["power"]["source"].update(port=int(bmc["env"]["BMC_CI_IPMI_PORT"]), timeout_s=interval_s * 0.9)
-    if source is not None:
-        doc["power"]["source"] = source
-    path = tmp_path / "cpu-local-power.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return path
+    return power_system(tmp_path, bmc, interval_s=interval_s, source=source)
 
 
 def _set_watts(bmc, w: float) -> None:

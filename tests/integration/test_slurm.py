@@ -12,6 +12,7 @@ Multi-node (rendezvous across nodes, TP inside / DP across, a node dying): test_
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -23,6 +24,7 @@ import slurm_helpers
 import yaml
 from gpt3_helpers import prepared_data_dir
 from helpers import events
+from power_helpers import loopback_bmc, power_system
 from slurm_helpers import processes_mentioning
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -90,6 +92,38 @@ def test_gpt3_tiny_through_sbatch_srun_torchrun(slurm, mlperf, tmp_path, data_di
 
     c = mlperf("check", str(result))
     assert c.returncode == 0, c.stdout[-3000:] + c.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def bmc(tmp_path_factory):
+    yield from loopback_bmc(tmp_path_factory.mktemp("bmc"))
+
+
+def test_power_mode_samples_inside_the_job_and_a_wrong_password_is_one_line(
+    slurm, mlperf, tmp_path, data_dir, bmc
+):
+    """cpu-slurm with the loopback BMC: the job script starts one sampler per node as an
+    `srun --overlap` step (harness/run/power/job.py), trains once every node has read, stops
+    them (stop file, then by pid) and the run's power folder holds >= 60 readings of the node
+    from inside the job; with a wrong password the job trains nothing and the run's line says why."""
+    system = power_system(tmp_path, bmc, base="cpu-slurm", interval_s=0.2)
+    argv = ("run", "gpt3", "--system", str(system), "--nproc-per-node", "1", "--runs", "1", "--seed", "1",
+            "--results-dir", str(tmp_path / "results"), "--data-dir", str(data_dir), "--json")  # fmt: skip
+    r = mlperf(*argv, timeout=600, env=bmc["creds"])
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    (run,) = json.loads(r.stdout)["runs"]
+    run_dir = Path(run["run_dir"])
+    assert "srun --overlap" in (run_dir / "job.sbatch").read_text()
+    node = events(Path(run["result_file"]).parent / "power" / "result_0" / "node_0.txt")
+    readings = [e for e in node if e["key"] == "power_reading"]
+    assert len(readings) >= 60 and int(run["power"].split()[0]) >= 60, run["power"]
+    host = slurm_helpers.job((run_dir / "slurm_job_id").read_text().strip())["NodeList"]
+    assert {e["metadata"]["host"] for e in readings} == {host}  # the node's own name, from inside
+    assert (run_dir / "power" / "sampler.log").read_text() == ""  # ended by the stop file, not killed
+    bad = dict(bmc["creds"], MLPERF_BMC_PASSWORD="wrong")
+    r = mlperf(*argv[:-1], timeout=600, env=bad)
+    assert r.returncode != 0 and "RMCP+ session" in r.stderr and "Traceback" not in r.stderr
+    assert not list((tmp_path / "results" / "MyOrg" / "results").rglob("result_1.txt"))  # nothing trained
 
 
 def test_sigint_cancels_the_job_and_logs_aborted(slurm, tmp_path, data_dir):

@@ -163,6 +163,8 @@ def _run_function(plans, system, entry: str, python: str, per_node: str) -> list
         L.append("  fi")
     else:
         L.append("  # (launcher.drop_caches is false: jobs on this cluster may not drop the page cache)")
+    if system.power is not None:
+        L += _power_start(python, system.power)
     L.append(f"  # Train: one torchrun per node, {lay.procs_per_node} rank(s) each.")
     srun = [f"{per_node} --kill-on-bad-exit=1"]
     if not gpu:
@@ -191,8 +193,45 @@ def _run_function(plans, system, entry: str, python: str, per_node: str) -> list
     L += [("  " if i == 0 else "    ") + x + " \\" for i, x in enumerate(parts[:-1])]
     L.append("    " + parts[-1])
     L.append("  rc=$?")
+    if system.power is not None:
+        L += _power_stop(python, system.power)
     L.append("  # The launcher reads the run's end from here (atomically: it never sees half a number).")
     L.append('  echo "$rc" > "$RUN_DIR/exit_code.tmp" && mv -f "$RUN_DIR/exit_code.tmp" "$RUN_DIR/exit_code"')
     L.append('  return "$rc"')
     L.append("}")
     return L
+
+
+def _power_start(python: str, power) -> list[str]:
+    """MLPerf Power (the descriptor's power:): one sampler per node as an `srun --overlap` step
+    beside the training step; no training until every node has its first reading."""
+    py = q(python)
+    sampler = (
+        '\'exec "$0" -m harness.run.power.sampler --spec "$1/power/power.json" --node "$SLURM_NODEID" '
+        '--hostname "$(hostname -s)" --out "$1/power/node_$SLURM_NODEID.raw.jsonl" '
+        '--stop-file "$1/power/stop"\''
+    )
+    return [
+        "  # MLPerf Power: a sampler per node beside the training step (harness/run/power/job.py);",
+        "  # no training before every node's first reading, the samplers stopped by pid after it.",
+        '  rm -f "$RUN_DIR"/power/node_*.raw.jsonl "$RUN_DIR"/power/node_*.gpu.jsonl "$RUN_DIR/power/stop"',
+        "  POWER_T0=$(date +%s%3N)",
+        f'  srun --overlap --ntasks="$SLURM_NNODES" --ntasks-per-node=1 bash -c {sampler} {py} "$RUN_DIR" \\',
+        '    >> "$RUN_DIR/power/sampler.log" 2>&1 &',
+        "  SAMPLERS=$!",
+        f'  if ! {py} -m harness.run.power.job wait "$RUN_DIR" --nodes "$SLURM_NNODES" --pid "$SAMPLERS"; then',
+        '    kill "$SAMPLERS" 2>/dev/null; wait "$SAMPLERS"',
+        '    echo 2 > "$RUN_DIR/exit_code.tmp" && mv -f "$RUN_DIR/exit_code.tmp" "$RUN_DIR/exit_code"',
+        "    return 2",
+        "  fi",
+    ]
+
+
+def _power_stop(python: str, power) -> list[str]:
+    return [
+        f'  {q(python)} -m harness.run.power.job stop "$RUN_DIR" --pid "$SAMPLERS" --interval-s {power.interval_s} \\',
+        '    --started-ms "$POWER_T0" --hostnames $(scontrol show hostnames "$SLURM_JOB_NODELIST")',
+        '  touch "$RUN_DIR/power/stop"   # each sampler takes its last reading and ends (srun would kill on TERM)',
+        '  for _ in $(seq 100); do kill -0 "$SAMPLERS" 2>/dev/null || break; sleep 0.1; done',
+        '  kill -TERM "$SAMPLERS" 2>/dev/null; wait "$SAMPLERS"   # by pid, whatever happened above',
+    ]

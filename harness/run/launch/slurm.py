@@ -124,6 +124,9 @@ class SlurmLauncher:
                 d = Path(plan.run_dir)
                 (d / EXIT_CODE_FILE).unlink(missing_ok=True)  # a resumed run's earlier end
                 atomic_write(d / "job.sbatch", text)
+                if system.power is not None:  # what the job's samplers read (power/job.py)
+                    (d / "power").mkdir(exist_ok=True)
+                    atomic_write(d / "power" / "power.json", system.power.model_dump_json(indent=1))
             out = _slurm("sbatch", "--parsable", str(Path(plans[0].run_dir) / "job.sbatch")).stdout.strip()
             job_id = out.split(";")[0]
             if not job_id.isdigit():
@@ -182,7 +185,7 @@ class SlurmLauncher:
                         monitor.poll(plan)
                     continue
                 monitor.poll(plan)
-                _status(monitor, plan, f"ended in slurm job {task} (exit {rc})")
+                _status(monitor, plan, f"ended in slurm job {task} (exit {rc}){_error_line(plan, rc)}")
                 live.remove(plan)
                 monitor.finished(plan, rc)
             if live:
@@ -190,6 +193,18 @@ class SlurmLauncher:
         if not array:  # an array's tasks were reported one by one
             final, rc = job_state(job_id)
             _status(monitor, plans[-1], f"slurm job {job_id} {final.lower()} (exit {rc})")
+
+
+def _error_line(plan: RunPlan, rc: int) -> str:
+    """': <the run's one-line error>' when it failed with one (a refusal inside the job, e.g. a
+    BMC that cannot be read), so the user sees why without opening stdout.log."""
+    if rc == 0:
+        return ""
+    try:
+        tail = (Path(plan.run_dir) / "stdout.log").read_text(errors="replace").strip().splitlines()[-1:]
+    except OSError:
+        return ""
+    return f": {tail[0].removeprefix('error: ')}" if tail and tail[0].startswith("error: ") else ""
 
 
 def _exit_code(plan: RunPlan) -> int | None:

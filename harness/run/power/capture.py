@@ -64,27 +64,7 @@ class Capture:
             raise
 
     def _wait_for_first_readings(self) -> None:
-        end = time.monotonic() + FIRST_READING_S
-        waiting = set(range(len(self.procs)))
-        while waiting:
-            for i in sorted(waiting):
-                first = _first_line(raw_path(self.dir.parent, i))
-                if first is not None and "fatal" in first:
-                    raise ConfigError(f"power: {first['fatal']}; fix the system's power.source or its BMC")
-                if first is not None:
-                    waiting.discard(i)
-                elif self.procs[i].poll() is not None:
-                    log = (self.dir / f"sampler_{i}.log").read_text(errors="replace").strip().splitlines()
-                    raise ConfigError(
-                        f"power: the sampler of node {i} exited {self.procs[i].returncode} before its first "
-                        f"reading ({log[-1] if log else 'no output'})"
-                    )
-            if waiting and time.monotonic() > end:
-                raise ConfigError(
-                    f"power: no reading from node(s) {sorted(waiting)} within {FIRST_READING_S:.0f} s; "
-                    "is the BMC reachable?"
-                )
-            time.sleep(0.05)
+        wait_for_first_readings(self.dir.parent, len(self.procs), lambda i: self.procs[i].poll())
 
     def stop(self) -> None:
         """Stop every sampler by pid (SIGTERM: it takes one last reading; SIGKILL after 5 s) and
@@ -103,14 +83,53 @@ class Capture:
                 p.kill()
                 p.wait()
         if self.procs:
-            status = {
-                "hostnames": self.hostnames,
-                "started_ms": self.started_ms,
-                "stopped_ms": int(time.time() * 1000),
-                "died": died,
-            }
-            atomic_write(self.dir / STATUS, json.dumps(status, indent=1) + "\n")
+            write_status(self.dir.parent, self.hostnames, self.started_ms, died)
         self.procs = []
+
+
+def wait_for_first_readings(run_dir: Path, nodes: int, exited) -> None:
+    """Until every node's stream has its first line; ConfigError (one line) on a refusal, on a
+    sampler that ended first (`exited(i)` its return code, None while it runs) or after
+    FIRST_READING_S."""
+    end = time.monotonic() + FIRST_READING_S
+    waiting = set(range(nodes))
+    while waiting:
+        for i in sorted(waiting):
+            first = _first_line(raw_path(run_dir, i))
+            if first is not None and "fatal" in first:
+                raise ConfigError(f"power: {first['fatal']}; fix the system's power.source or its BMC")
+            if first is not None:
+                waiting.discard(i)
+            elif (rc := exited(i)) is not None:
+                log = Path(run_dir, "power", f"sampler_{i}.log")
+                said = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
+                raise ConfigError(
+                    f"power: the sampler of node {i} exited {rc} before its first reading "
+                    f"({said[-1] if said else 'no output'})"
+                )
+        if waiting and time.monotonic() > end:
+            raise ConfigError(
+                f"power: no reading from node(s) {sorted(waiting)} within {FIRST_READING_S:.0f} s; "
+                "is the BMC reachable?"
+            )
+        time.sleep(0.05)
+
+
+def write_status(run_dir: Path, hostnames: list[str], started_ms: int, died: list[dict]) -> None:
+    """power/status.json: the nodes' names (in node order) and the samplers that died before the
+    stop ({node, returncode, last_ms}); files.py reads it after the run."""
+    status = {
+        "hostnames": hostnames,
+        "started_ms": started_ms,
+        "stopped_ms": int(time.time() * 1000),
+        "died": died,
+    }
+    atomic_write(Path(run_dir) / "power" / STATUS, json.dumps(status, indent=1) + "\n")
+
+
+def last_ms(run_dir: Path, node: int) -> int | None:
+    """The time of the node's last reading (None: none)."""
+    return _last_ms(raw_path(run_dir, node))
 
 
 def _first_line(path: Path) -> dict | None:

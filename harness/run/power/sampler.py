@@ -7,7 +7,9 @@ ipmitool takes 20-80 ms, more under load) it reads the node's power and appends 
 flushed at once:  {"t_ms": <time.time() in ms, the clock MLLOG stamps with>, "w": <watts>}.
 A slot missed by a whole interval is skipped, never made up in a burst; a failed or timed-out
 read is a line {"t_ms": ..., "error": "..."} (a gap the power lint reports). On SIGTERM or SIGINT
-it takes one last reading (the window ends at a reading, not 0.2 s after one) and exits 0.
+it takes one last reading (the window ends at a reading, not 0.2 s after one) and exits 0;
+the same once --stop-file exists (a Slurm job's samplers: srun turns a SIGTERM into killing
+the step, which would lose that last reading).
 
 Exit codes: 0 stopped by a signal; 2 the first reading failed (bad credentials, no BMC, no
 ipmitool): the stream's only line is then {"t_ms": ..., "fatal": "<source>: <cause>"}, which
@@ -199,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--node", type=int, default=0)
     ap.add_argument("--hostname", default="")
     ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--stop-file", type=Path, help="stop (with a last reading) once this file exists")
     a = ap.parse_args(argv)
     power = Power.model_validate_json(a.spec.read_text())
     stop = {"now": False}
@@ -222,7 +225,12 @@ def main(argv: list[str] | None = None) -> int:
         with open(gpu_path_for(a.out), "a") as gpu_out:
             if gpus.note:  # said once, in the sidecar: the run layer relays it
                 gpu_out.write(json.dumps({"t_ms": int(time.time() * 1000), "note": gpus.note}) + "\n")
-            sample(reader, power.interval_s, out, lambda: stop["now"], gpus, gpu_out)
+                gpu_out.flush()
+
+            def stopping() -> bool:
+                return stop["now"] or (a.stop_file is not None and a.stop_file.exists())
+
+            sample(reader, power.interval_s, out, stopping, gpus, gpu_out)
     return 0
 
 
