@@ -368,3 +368,22 @@ def test_job_array_task_runs_its_own_run(cpu_plan, tmp_path):
     assert len(runs) == 1 and f"--plan {plans[1].run_dir}/plan.json" in runs[0]
     assert [(Path(p.run_dir) / "exit_code").exists() for p in plans] == [False, True, False]
     assert SlurmLauncher().describe(plans, system, ENTRY) == sbatch.render(plans, system, ENTRY)
+
+
+@pytest.mark.parametrize("sampler", ["per-node", "central"])
+def test_power_samplers_are_started_before_training_and_stopped_after(cpu_plan, sampler):
+    """per-node: one `srun --overlap` step (a task per node); central: one process per node in the
+    batch shell. Either way: the wait before the training srun, the stop file and the kill by pid
+    after it, and nothing of it without a power: block. (Run for real: tests/integration/test_slurm.py.)"""
+    plan, system = cpu_plan
+    power = yaml.safe_load((REPO / "systems/cpu-local-power.yaml").read_text())["power"] | {
+        "sampler": sampler
+    }
+    script = sbatch.render([plan], system.with_overrides(power=power), ENTRY, python="python")
+    train = script.index("--kill-on-bad-exit=1")
+    assert script.index("harness.run.power.job wait") < train < script.index("harness.run.power.job stop")
+    assert script.index("harness.run.power.job stop") < script.index('touch "$RUN_DIR/power/stop"')
+    assert 'kill -TERM "${SAMPLERS[@]}"' in script
+    assert ("srun --overlap" in script) == (sampler == "per-node")
+    assert ("SAMPLERS+=($!)" in script) == (sampler == "central")
+    assert "harness.run.power" not in sbatch.render([plan], system, ENTRY, python="python")

@@ -203,35 +203,58 @@ def _run_function(plans, system, entry: str, python: str, per_node: str) -> list
 
 
 def _power_start(python: str, power) -> list[str]:
-    """MLPerf Power (the descriptor's power:): one sampler per node as an `srun --overlap` step
-    beside the training step; no training until every node has its first reading."""
+    """MLPerf Power (the descriptor's power:): the samplers, started before training, which waits
+    for every node's first reading. per-node: one `srun --overlap` step, a task on each node
+    beside the training step; central: one process per node in this batch shell (the first node
+    of the allocation), each reading its node's BMC over the network."""
     py = q(python)
-    sampler = (
-        '\'exec "$0" -m harness.run.power.sampler --spec "$1/power/power.json" --node "$SLURM_NODEID" '
-        '--hostname "$(hostname -s)" --out "$1/power/node_$SLURM_NODEID.raw.jsonl" '
-        '--stop-file "$1/power/stop"\''
+    args = (
+        '--spec "$RUN_DIR/power/power.json" --node "$n" --hostname "$h" '
+        '--out "$RUN_DIR/power/node_$n.raw.jsonl" --stop-file "$RUN_DIR/power/stop"'
     )
-    return [
-        "  # MLPerf Power: a sampler per node beside the training step (harness/run/power/job.py);",
-        "  # no training before every node's first reading, the samplers stopped by pid after it.",
+    L = [
+        f"  # MLPerf Power ({power.sampler} samplers, harness/run/power/job.py): no training before every",
+        "  # node's first reading; after it a stop file (each takes its last reading), then by pid.",
         '  rm -f "$RUN_DIR"/power/node_*.raw.jsonl "$RUN_DIR"/power/node_*.gpu.jsonl "$RUN_DIR/power/stop"',
         "  POWER_T0=$(date +%s%3N)",
-        f'  srun --overlap --ntasks="$SLURM_NNODES" --ntasks-per-node=1 bash -c {sampler} {py} "$RUN_DIR" \\',
-        '    >> "$RUN_DIR/power/sampler.log" 2>&1 &',
-        "  SAMPLERS=$!",
-        f'  if ! {py} -m harness.run.power.job wait "$RUN_DIR" --nodes "$SLURM_NNODES" --pid "$SAMPLERS"; then',
-        '    kill "$SAMPLERS" 2>/dev/null; wait "$SAMPLERS"',
+    ]
+    if power.sampler == "per-node":
+        task = (
+            '\'n=$SLURM_NODEID h=$(hostname -s); RUN_DIR=$1; exec "$0" -m harness.run.power.sampler '
+            + args.replace("'", "")
+            + "'"
+        )
+        L += [
+            f'  srun --overlap --ntasks="$SLURM_NNODES" --ntasks-per-node=1 bash -c {task} {py} "$RUN_DIR" \\',
+            '    >> "$RUN_DIR/power/sampler.log" 2>&1 &',
+            "  SAMPLERS=($!)",
+        ]
+    else:
+        L += [
+            "  SAMPLERS=() n=0",
+            '  for h in $(scontrol show hostnames "$SLURM_JOB_NODELIST"); do',
+            f'    {py} -m harness.run.power.sampler {args} >> "$RUN_DIR/power/sampler.log" 2>&1 &',
+            "    SAMPLERS+=($!) n=$((n + 1))",
+            "  done",
+        ]
+    L += [
+        f'  if ! {py} -m harness.run.power.job wait "$RUN_DIR" --nodes "$SLURM_NNODES" --pid "${{SAMPLERS[@]}}"; then',
+        '    kill "${SAMPLERS[@]}" 2>/dev/null; wait "${SAMPLERS[@]}"',
         '    echo 2 > "$RUN_DIR/exit_code.tmp" && mv -f "$RUN_DIR/exit_code.tmp" "$RUN_DIR/exit_code"',
         "    return 2",
         "  fi",
     ]
+    return L
 
 
 def _power_stop(python: str, power) -> list[str]:
     return [
-        f'  {q(python)} -m harness.run.power.job stop "$RUN_DIR" --pid "$SAMPLERS" --interval-s {power.interval_s} \\',
+        f'  {q(python)} -m harness.run.power.job stop "$RUN_DIR" --pid "${{SAMPLERS[@]}}" --interval-s {power.interval_s} \\',
         '    --started-ms "$POWER_T0" --hostnames $(scontrol show hostnames "$SLURM_JOB_NODELIST")',
         '  touch "$RUN_DIR/power/stop"   # each sampler takes its last reading and ends (srun would kill on TERM)',
-        '  for _ in $(seq 100); do kill -0 "$SAMPLERS" 2>/dev/null || break; sleep 0.1; done',
-        '  kill -TERM "$SAMPLERS" 2>/dev/null; wait "$SAMPLERS"   # by pid, whatever happened above',
+        "  for _ in $(seq 100); do",
+        '    up=0; for p in "${SAMPLERS[@]}"; do kill -0 "$p" 2>/dev/null && up=1; done',
+        '    [ "$up" = 0 ] && break; sleep 0.1',
+        "  done",
+        '  kill -TERM "${SAMPLERS[@]}" 2>/dev/null; wait "${SAMPLERS[@]}"   # by pid, whatever happened above',
     ]
