@@ -222,3 +222,22 @@ def test_a_sampler_killed_mid_run_leaves_the_result_claimed_without_energy(tmp_p
     assert "power sampler of node 0 died during the run (exit -9" in run["power"]
     assert run["power"].endswith("result claimed without energy")
     assert not (Path(run["result_file"]).parent / "power").exists()
+
+
+def test_ctrl_c_of_a_power_run_leaves_no_sampler_behind(tmp_path, bmc):
+    """SIGINT to `mlperf run` (the toy driver takes the CLI's path): the run stops at a step
+    boundary (exit 130) and its sampler is stopped by pid on the way out (the launcher's `with`)."""
+    import psutil
+
+    ready = tmp_path / "ready"
+    p = _toy_run(tmp_path, _system(tmp_path, bmc, interval_s=0.1), 1, bmc["creds"],
+                 TOY_STEPS="100000", TOY_STEP_S="0.01", TOY_READY_FILE=str(ready))  # fmt: skip
+    end = time.monotonic() + 120
+    while not ready.exists():
+        assert p.poll() is None and time.monotonic() < end, p.communicate()
+        time.sleep(0.05)
+    sampler = _sampler_of(psutil.Process(p.pid))
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130, (out, err)
+    assert not sampler.is_running() or sampler.status() == psutil.STATUS_ZOMBIE
