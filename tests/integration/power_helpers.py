@@ -32,9 +32,11 @@ def loopback_bmc(state: Path):
     r = subprocess.run([str(REPO / ".ci/bmc-up.sh")], env=env, capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
         pytest.skip(r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "bmc-up failed")
-    creds = dict(line.removeprefix("export ").split("=", 1) for line in r.stdout.splitlines())
-    yield {"env": env, "creds": creds, "watts": state / "watts", "state": state}
-    subprocess.run([str(REPO / ".ci/bmc-down.sh")], env=env, timeout=30)
+    try:  # stopped by pid whatever happens from here on
+        creds = dict(line.removeprefix("export ").split("=", 1) for line in r.stdout.splitlines())
+        yield {"env": env, "creds": creds, "watts": state / "watts", "state": state}
+    finally:
+        subprocess.run([str(REPO / ".ci/bmc-down.sh")], env=env, timeout=30)
     assert not (state / "bmc.pid").exists()
 
 
