@@ -204,17 +204,23 @@ def _sampler_of(driver):
     return sampler
 
 
-def test_a_sampler_killed_mid_run_leaves_the_result_claimed_without_energy(tmp_path, bmc):
+def _training_with_its_sampler(tmp_path, bmc, steps: int):
+    """A one-run toy power run at 10 Hz, once it trains (after run_start); (driver, its sampler)."""
     import psutil
 
     ready = tmp_path / "ready"
     p = _toy_run(tmp_path, _system(tmp_path, bmc, interval_s=0.1), 1, bmc["creds"],
-                 TOY_STEPS="200", TOY_STEP_S="0.01", TOY_READY_FILE=str(ready))  # fmt: skip
+                 TOY_STEPS=str(steps), TOY_STEP_S="0.01", TOY_READY_FILE=str(ready))  # fmt: skip
     end = time.monotonic() + 120
     while not ready.exists():
         assert p.poll() is None and time.monotonic() < end, p.communicate()
         time.sleep(0.05)
-    _sampler_of(psutil.Process(p.pid)).kill()
+    return p, _sampler_of(psutil.Process(p.pid))
+
+
+def test_a_sampler_killed_mid_run_leaves_the_result_claimed_without_energy(tmp_path, bmc):
+    p, sampler = _training_with_its_sampler(tmp_path, bmc, steps=200)
+    sampler.kill()
     out, err = p.communicate(timeout=120)
     assert p.returncode == 0, (out, err)  # the run itself succeeds
     (run,) = json.loads(out.strip().splitlines()[-1])
@@ -229,14 +235,7 @@ def test_ctrl_c_of_a_power_run_leaves_no_sampler_behind(tmp_path, bmc):
     boundary (exit 130) and its sampler is stopped by pid on the way out (the launcher's `with`)."""
     import psutil
 
-    ready = tmp_path / "ready"
-    p = _toy_run(tmp_path, _system(tmp_path, bmc, interval_s=0.1), 1, bmc["creds"],
-                 TOY_STEPS="100000", TOY_STEP_S="0.01", TOY_READY_FILE=str(ready))  # fmt: skip
-    end = time.monotonic() + 120
-    while not ready.exists():
-        assert p.poll() is None and time.monotonic() < end, p.communicate()
-        time.sleep(0.05)
-    sampler = _sampler_of(psutil.Process(p.pid))
+    p, sampler = _training_with_its_sampler(tmp_path, bmc, steps=100000)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=120)
     assert p.returncode == 130, (out, err)
