@@ -3,8 +3,11 @@
 `cluster()` makes sure a cluster answers, starting the two-node one (SLURM_CI_NODES=2
 .ci/slurm-up.sh: nodes n1/n2 in their own UTS namespaces) when none does, and falls back to
 one node where namespaces are refused (slurm-up exits 3 and says why in one line). It starts
-at most once per pytest session; `stop()` (the first module's session fixture teardown) stops
-what it started. Skips, saying why, only where Slurm cannot be installed or started here.
+at most once per pytest session; `stop()` (each module's session fixture teardown) stops it
+when the session started it and no other pytest worker still uses it: each xdist worker is a
+session of its own, and a worker that finished its tests once stopped the cluster under the
+other worker's Slurm tests (seen in CI when test_slurm.py grew). Workers register in USERS.
+Skips, saying why, only where Slurm cannot be installed or started here.
 """
 
 from __future__ import annotations
@@ -19,6 +22,11 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 UP, DOWN = REPO / ".ci" / "slurm-up.sh", REPO / ".ci" / "slurm-down.sh"
 STATE_DIR = Path(os.environ.get("SLURM_CI_STATE", "/tmp/slurm-ci"))
+
+# The pytest processes using the cluster (a file per pid) and whether one of them started it;
+# outside STATE_DIR, which slurm-down.sh removes.
+USERS = STATE_DIR.parent / (STATE_DIR.name + "-pytest-users")
+STARTED_MARK = "started-by-tests"
 
 # Shared by every module that imports this one (one module object per session).
 _STATE: dict = {"started": False, "checked": False, "skip": None, "two_nodes_refused": None}
@@ -47,6 +55,18 @@ def down() -> subprocess.CompletedProcess:
 
 def cluster() -> list[str]:
     """The up nodes of partition 'debug' (starting a cluster if needed), or pytest.skip."""
+    with _users_lock():  # one worker starts it; the other waits here, then finds it up
+        _check_or_start()
+        if not _STATE["skip"]:  # registered before the lock is let go: no stop() in between
+            (USERS / str(os.getpid())).touch()
+            if _STATE["started"]:
+                (USERS / STARTED_MARK).touch()
+    if _STATE["skip"]:
+        pytest.skip(_STATE["skip"])
+    return nodes() or []
+
+
+def _check_or_start() -> None:
     if not _STATE["checked"]:
         _STATE["checked"] = True
         if nodes() is None:
@@ -68,9 +88,30 @@ def cluster() -> list[str]:
             _STATE["skip"] = (
                 "the Slurm answering here has no up node in partition 'debug' (systems/cpu-slurm*)"
             )
-    if _STATE["skip"]:
-        pytest.skip(_STATE["skip"])
-    return nodes() or []
+
+
+def _users_lock():
+    import fcntl
+    from contextlib import contextmanager
+
+    @contextmanager
+    def held():
+        USERS.mkdir(parents=True, exist_ok=True)
+        with open(USERS / ".lock", "w") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            yield
+
+    return held()
+
+
+def other_users() -> list[int]:
+    """Other live pytest processes registered as using the cluster."""
+    me, out = os.getpid(), []
+    for f in USERS.glob("[0-9]*"):
+        pid = int(f.name)
+        if pid != me and Path(f"/proc/{pid}").exists():
+            out.append(pid)
+    return out
 
 
 def two_nodes() -> list[str]:
@@ -88,9 +129,14 @@ def started_here() -> bool:
 
 
 def stop() -> None:
-    if _STATE["started"]:
-        down()
-        _STATE["started"] = False
+    """Stop the cluster if this session's tests started it and no other worker still uses it
+    (the last user stops it, whichever worker started it)."""
+    with _users_lock():
+        (USERS / str(os.getpid())).unlink(missing_ok=True)
+        if (USERS / STARTED_MARK).exists() and not other_users():
+            down()
+            (USERS / STARTED_MARK).unlink(missing_ok=True)
+    _STATE["started"] = False
 
 
 def job(job_id: str) -> dict[str, str]:

@@ -63,7 +63,9 @@ def _in_namespace(ns: str) -> list[int]:
 
 def test_cluster_stops_and_starts_cleanly(two_nodes):
     if not slurm_helpers.started_here():
-        pytest.skip("this Slurm was not started by the tests: not stopping it")
+        pytest.skip("this Slurm was not started by this pytest worker: not stopping it")
+    if slurm_helpers.other_users():
+        pytest.skip("another pytest worker is using the cluster: not stopping it under its tests")
     run = slurm_helpers.STATE_DIR / "run"
     pids = {f.name: int(f.read_text()) for f in run.glob("*.pid")}
     namespaces = [f.read_text().strip() for f in sorted(run.glob("uts.*"))]
