@@ -13,6 +13,7 @@ t_ms is the host clock MLLOG stamps with (time.time()), so readings and log even
 
 from __future__ import annotations
 
+import bisect
 import json
 from pathlib import Path
 
@@ -22,7 +23,12 @@ def raw_path(run_dir: Path | str, node: int) -> Path:
 
 
 def gpu_path(run_dir: Path | str, node: int) -> Path:
-    return Path(run_dir) / "power" / f"node_{node}.gpu.jsonl"
+    return sidecar_of(raw_path(run_dir, node))
+
+
+def sidecar_of(raw: Path) -> Path:
+    """node_<i>.raw.jsonl -> node_<i>.gpu.jsonl, its NVML sidecar."""
+    return raw.with_name(raw.name.replace(".raw.jsonl", ".gpu.jsonl"))
 
 
 def nodes(run_dir: Path | str) -> list[int]:
@@ -79,8 +85,10 @@ def gpu_telemetry(run_dir: Path | str, node: int, start_ms: int, stop_ms: int) -
         return {"note": notes[0] if notes else "no GPU telemetry in the run's span"}
     energy = sum(b - a for a, b in zip(data[0]["j"], data[-1]["j"]))
     node_w = [(t, w) for t, w in readings(run_dir, node) if start_ms <= t <= stop_ms]
+    stamps = [r["t_ms"] for r in data]  # in time order, as written
     below = 0
-    for t, w in node_w:
-        near = min(data, key=lambda r: abs(r["t_ms"] - t))
+    for t, w in node_w:  # the nearest sidecar line: one of the two around t
+        k = bisect.bisect_left(stamps, t)
+        near = min(data[max(k - 1, 0) : k + 1], key=lambda r: abs(r["t_ms"] - t))
         below += w < sum(near["w"])
     return {"gpus": len(data[0]["w"]), "gpu_energy_j": energy, "readings": len(node_w), "below_gpus": below}

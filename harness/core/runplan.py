@@ -67,11 +67,11 @@ class RunPlan(Strict):
     device: Literal["cpu", "cuda"]
     threads_per_process: int
     cache_cleared: bool = False
+    """Whether caches were really dropped before this run (logged `cache_clear`)."""
     power_min_readings: int = 0
     """Power mode (the system has `power:`): the training loop goes on after run_stop, same code
     and markers, until every node's sampler has this many readings since run_start (MLPerf Power:
     MIN_POWER_READINGS); 0 = no power measurement."""
-    """Whether caches were really dropped before this run (logged `cache_clear`)."""
     resume_from: str | None = None
 
     @property

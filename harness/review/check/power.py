@@ -26,7 +26,6 @@ from harness.core.mllog_reader import iter_mllog, parse_record
 from harness.core.runplan import MIN_POWER_READINGS
 from harness.review.check.messages import Finding
 
-MIN_SAMPLES = MIN_POWER_READINGS
 MAX_GAP_MS = 1000
 TOOL = "power lint"
 _RUN = re.compile(r"result_(\d+)")
@@ -180,8 +179,8 @@ def _node(path: str, window: tuple, gap_severity: str, add) -> None:
         # The rules count the measurement's readings; a short run extends the window (it trains on
         # after run_stop until 60 exist), so readings after run_stop count, those before run_start not.
         inside = [t for _, t in times if isinstance(t, int) and run_start <= t <= e]
-        if len(inside) < MIN_SAMPLES:
-            add(path, None, "error", f"{len(inside)} readings from run_start to the window's end, fewer than {MIN_SAMPLES}",
+        if len(inside) < MIN_POWER_READINGS:
+            add(path, None, "error", f"{len(inside)} readings from run_start to the window's end, fewer than {MIN_POWER_READINGS}",
                 "sample at >= 1 Hz, and keep the loop going after run_stop until 60 readings exist")  # fmt: skip
     gaps = [
         (n, b - a)

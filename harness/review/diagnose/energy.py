@@ -17,7 +17,8 @@ from harness.core.power_stream import energy_j, gpu_telemetry, nodes, readings
 
 def profile(run) -> tuple[dict, str] | None:
     """({energy_j, energy_per_sample_j, ...}, the one-line note), or None without power streams."""
-    if run.run_dir is None or not nodes(run.run_dir):
+    idx = nodes(run.run_dir) if run.run_dir is not None else []
+    if not idx:
         return None
     times = {e.get("key"): e.get("time_ms") for e in reversed(run.events)}  # the first of each
     start, stop = times.get("run_start"), times.get("run_stop")
@@ -27,7 +28,6 @@ def profile(run) -> tuple[dict, str] | None:
         eff = json.loads((run.run_dir / "power" / "power.json").read_text()).get("conversion_eff", 1.0)
     except (OSError, ValueError):
         eff = 1.0
-    idx = nodes(run.run_dir)
     joules = eff * sum(energy_j(readings(run.run_dir, i), start, stop) for i in idx)
     samples = sum(r.get("samples") or 0 for r in run.timings)
     step_s = sum(r.get("step_time_s") or 0 for r in run.timings)

@@ -221,7 +221,7 @@ def _power_start(python: str, power) -> list[str]:
     if power.sampler == "per-node":
         task = (
             '\'n=$SLURM_NODEID h=$(hostname -s); RUN_DIR=$1; exec "$0" -m harness.run.power.sampler '
-            + args.replace("'", "")
+            + args
             + "'"
         )
         L += [

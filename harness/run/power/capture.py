@@ -73,7 +73,7 @@ class Capture:
         for i, p in enumerate(self.procs):
             rc = p.poll()
             if rc is not None:
-                died.append({"node": i, "returncode": rc, "last_ms": _last_ms(raw_path(self.dir.parent, i))})
+                died.append({"node": i, "returncode": rc, "last_ms": last_ms(self.dir.parent, i)})
                 continue
             p.send_signal(signal.SIGTERM)
         for p in self.procs:
@@ -129,13 +129,9 @@ def write_status(run_dir: Path, hostnames: list[str], started_ms: int, died: lis
 
 def last_ms(run_dir: Path, node: int) -> int | None:
     """The time of the node's last reading (None: none)."""
-    return _last_ms(raw_path(run_dir, node))
+    return max((r["t_ms"] for r in lines(raw_path(run_dir, node)) if "w" in r), default=None)
 
 
 def _first_line(path: Path) -> dict | None:
     found = lines(path)
     return found[0] if found else None
-
-
-def _last_ms(path: Path) -> int | None:
-    return max((r["t_ms"] for r in lines(path) if "w" in r), default=None)

@@ -114,4 +114,4 @@ def _telemetry(run_dir: Path, nodes: int, start: int, stop: int) -> str:
             else "never below its GPUs' sum"
         )
         said.append(f"node {i}: {g['gpus']} GPU(s) {g['gpu_energy_j'] / 1000:.1f} kJ, node power {check}")
-    return "; ".join(dict.fromkeys(said))
+    return "; ".join(said)

@@ -27,6 +27,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from harness.core.power_stream import sidecar_of
 from harness.resolve.power import Power
 
 _WATTS = re.compile(r"Instantaneous power reading:\s*([0-9.]+)\s*Watts")
@@ -222,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
             out.write(json.dumps(fatal) + "\n")
             return 2
         gpus = Gpus()
-        with open(gpu_path_for(a.out), "a") as gpu_out:
+        with open(sidecar_of(a.out), "a") as gpu_out:
             if gpus.note:  # said once, in the sidecar: the run layer relays it
                 gpu_out.write(json.dumps({"t_ms": int(time.time() * 1000), "note": gpus.note}) + "\n")
                 gpu_out.flush()
@@ -232,11 +233,6 @@ def main(argv: list[str] | None = None) -> int:
 
             sample(reader, power.interval_s, out, stopping, gpus, gpu_out)
     return 0
-
-
-def gpu_path_for(raw: Path) -> Path:
-    """node_<i>.raw.jsonl -> node_<i>.gpu.jsonl (harness/core/power_stream.py)."""
-    return raw.with_name(raw.name.replace(".raw.jsonl", ".gpu.jsonl"))
 
 
 if __name__ == "__main__":
