@@ -25,16 +25,17 @@ def rules_files(plan) -> list[str]:
 
 def closed_table(resolved) -> list[dict]:
     """The closed-division hyperparameters of the run's ruleset and size: the rule, the file it is
-    in, and the config's value where a config field has the log key's name (None: the training
-    code logs it from its own state, e.g. gradient_accumulation_steps from the layout)."""
+    in, and the value the log will carry: the config field of the log key's name, or the
+    layout's gradient_accumulation_steps (rt.hyperparameters logs it from the layout)."""
     plan = resolved.plans[0]
+    from_layout = {"gradient_accumulation_steps": plan.layout.grad_accum}
     return [
         {
             "key": k,
             "rule": rule,
             "allowed": None if allowed is None else list(allowed),
             "source": where,
-            "value": plan.config.get(k),
+            "value": from_layout[k] if k in from_layout else plan.config.get(k),
         }
         for k, (allowed, rule, where) in resolved.closed.items()
     ]

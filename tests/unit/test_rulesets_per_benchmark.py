@@ -246,3 +246,29 @@ def test_benchmarks_show_lists_the_rulesets_and_what_changed(mlperf):
     assert "- submission_status" in step[("4.0.0", "4.1.0")]["required_keys"]
     text = mlperf("benchmarks", "show", "sd")
     assert text.returncode == 0 and "5.0.0 (default)" in text.stdout
+
+
+def test_a_full_size_dry_run_shows_the_ruleset_and_its_closed_hyperparameters(mlperf):
+    """Issue 23's done-when: `run llama2_70b_lora --system dgx-h100x8 --dry-run --json` names the
+    ruleset with its source and every closed hyperparameter of 6.1.0's closed file, each with
+    the file it comes from and the value the log will carry (none left unknown). Fails if the
+    table is read from another ruleset, drops a key of the package file, or leaves a value the
+    runtime logs from its own state (gradient_accumulation_steps, from the layout) empty."""
+    import json
+
+    p = mlperf("run", "llama2_70b_lora", "--system", "dgx-h100x8", "--dry-run", "--json")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["ruleset"]["name"] == "6.1.0" and "training_6.1.0" in doc["ruleset"]["source"]
+    rows = {r["key"]: r for r in doc["closed_hyperparameters"]}
+    package = {r.name for r in rule_files.closed_hyperparameters("6.1.0", "llama2_70b_lora")}
+    assert package <= set(rows), package - set(rows)
+    # a value the package file does not give (it only requires the key) comes from the training
+    # rules' text, kept in benchmark.yaml with its source named
+    for r in rows.values():
+        assert r["source"] in (
+            "training_6.1.0/closed_llama2_70b_lora.yaml",
+            "benchmarks/llama2_70b_lora/benchmark.yaml fixed",
+        ), r
+    assert all(r["value"] is not None for r in rows.values()), rows
+    assert rows["gradient_accumulation_steps"]["value"] == 1 and rows["global_batch_size"]["value"] == 64
