@@ -95,6 +95,13 @@ def render(plan, doc: dict, top: int) -> None:
             markup=False,
             style="dim",
         )
+    if doc.get("ruleset"):
+        why = (
+            "tiny: samples to converge from data/tiny.yaml"
+            if doc.get("size") == "tiny"
+            else "samples to converge from its RCPs"
+        )
+        console.print(f"ruleset: {doc['ruleset']} ({why})", markup=False)
     st = doc["stack"]
     console.print(
         f"stack: {st['name']}{'@' + st['version'] if st['version'] else ''} ({st['recognised_from']}); "

@@ -272,3 +272,21 @@ def test_a_full_size_dry_run_shows_the_ruleset_and_its_closed_hyperparameters(ml
         ), r
     assert all(r["value"] is not None for r in rows.values()), rows
     assert rows["gradient_accumulation_steps"]["value"] == 1 and rows["global_batch_size"]["value"] == 64
+
+
+def test_plan_follows_the_ruleset_and_says_which(mlperf):
+    """`mlperf plan --ruleset`: the samples to converge come from that ruleset's RCPs (SD's changed
+    at 5.0.0, so the prediction moves), and the text output names the ruleset. Fails if plan reads
+    one ruleset's RCPs whatever is asked, or renders without saying which it used."""
+    import json
+
+    got = {}
+    for rs in ("4.0.0", "5.0.0"):
+        p = mlperf("plan", "sd", "--system", "dgx-h100x8", "--ruleset", rs, "--json")
+        assert p.returncode == 0, p.stderr
+        doc = json.loads(p.stdout)
+        assert doc["ruleset"] == rs
+        got[rs] = doc["predicted_min"]
+    assert got["4.0.0"] != got["5.0.0"], got
+    text = mlperf("plan", "sd", "--system", "dgx-h100x8", "--round", "v4.0")
+    assert text.returncode == 0 and "ruleset: 4.0.0 (samples to converge from its RCPs)" in text.stdout
