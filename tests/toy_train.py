@@ -12,6 +12,7 @@ the environment (set by the tests):
     TOY_READY_FILE=path    touched after run_start (the test then sends its signal)
     TOY_MEM_CAP_MB=m       cap the address space at (current + m) MiB (a small accelerator) ...
     TOY_BATCH_MB=b         ... and allocate b MiB of activations per step (a batch too big for it)
+    TOY_NO_POWER_EXTENSION=1   end at run_stop even in power mode (a loop without the extension)
     TOY_PENDING_COLLECTIVES=n  return with n async all-reduces in flight, the group held as DDP's
                            reducer holds it (the gloo teardown race harness.train.entry.run avoids)
 """
@@ -103,7 +104,7 @@ def run(rt) -> bool:
             if step >= steps and not success:
                 success = True
                 log.run_stop(True)  # time-to-train ends here, as in gpt3's loop
-            if success and not rt.more_power_readings():
+            if success and (os.environ.get("TOY_NO_POWER_EXTENSION") or not rt.more_power_readings()):
                 break  # power mode: the same blocks go on until every node has 60 readings
             if ck.due(step):
                 ck.save(step, {"model": model.state_dict(), "optimizer": opt.state_dict()})
@@ -138,7 +139,7 @@ def _spec():
         run=run,
         prepare=lambda plan: None,
         is_prepared=lambda plan: True,
-        power_extension=True,
+        power_extension=not os.environ.get("TOY_NO_POWER_EXTENSION"),
     )
 
 

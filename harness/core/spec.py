@@ -45,4 +45,5 @@ class BenchmarkSpec:
     power_extension: bool = False
     """True where `run` honours MLPerf Power's minimum: after run_stop it keeps its training loop
     going, same code and markers, while `rt.more_power_readings()` says a node has fewer than 60
-    readings. `mlperf run` refuses a system with a `power:` block for a benchmark without it."""
+    readings. Without it a power run ends at run_stop, and a run shorter than the minimum is
+    claimed without energy (harness/run/power/files.py says so in one line)."""

@@ -22,7 +22,7 @@ from harness.core import rulesets
 from harness.core.errors import ConfigError, suggest
 from harness.core.runplan import MIN_POWER_READINGS, RunPlan, Submission
 from harness.resolve import config as config_mod
-from harness.resolve import switches, systems
+from harness.resolve import registry, switches, systems
 
 DEFAULT_DATA_ROOT = Path(
     os.environ.get("MLPERF_DATA_DIR", Path.home() / ".cache" / "mlperf-harness" / "data")
@@ -131,6 +131,12 @@ def resolve_runs(
     switches.check(defn.name, cfg, provenance, spec.name, spec.accelerator.kind, lay)
     # A switch whose library is absent here: noted now, refused by `mlperf run` before launch.
     notes += switches.library_notes(defn.name, cfg.model_dump())
+    if spec.power is not None and not registry.spec(defn.name).power_extension:
+        need_s = MIN_POWER_READINGS * spec.power.interval_s
+        notes.append(
+            f"power: {defn.name}'s loop ends at run_stop; a run shorter than {MIN_POWER_READINGS} readings "
+            f"({need_s:g} s at interval_s {spec.power.interval_s:g}) is claimed without energy"
+        )
     n = runs if runs is not None else defn.runs_per_result
     if not 1 <= n <= MAX_RUNS:
         raise ConfigError(

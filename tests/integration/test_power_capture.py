@@ -230,6 +230,26 @@ def test_a_sampler_killed_mid_run_leaves_the_result_claimed_without_energy(tmp_p
     assert not (Path(run["result_file"]).parent / "power").exists()
 
 
+def test_a_run_too_short_for_the_minimum_without_training_on_is_claimed_without_energy(tmp_path, bmc):
+    """A loop that ends at run_stop (gnn, llama2, SD; here the toy with its extension off) and a
+    run of ~1 s at 20 readings a second: fewer than 60 readings, so no power folder (the power
+    check would fail it) and one line with the count. Fails if files.write writes the short
+    window anyway, or if the run itself is refused or failed for it."""
+    p = _toy_run(
+        tmp_path, _system(tmp_path, bmc), 1, bmc["creds"], TOY_STEPS="20", TOY_NO_POWER_EXTENSION="1"
+    )
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, (out, err)
+    (run,) = json.loads(out.strip().splitlines()[-1])
+    assert run["status"] == "success" and Path(run["result_file"]).exists()
+    assert (
+        run["power"].startswith("only ")
+        and "(the rules need 60; its training loop does not train on" in run["power"]
+    ), run["power"]
+    assert run["power"].endswith("result claimed without energy")
+    assert not (Path(run["result_file"]).parent / "power").exists()
+
+
 def test_ctrl_c_of_a_power_run_leaves_no_sampler_behind(tmp_path, bmc):
     """SIGINT to `mlperf run` (the toy driver takes the CLI's path): the run stops at a step
     boundary (exit 130) and its sampler is stopped by pid on the way out (the launcher's `with`)."""

@@ -11,8 +11,11 @@ sw_<j>.txt: the window and interconnect_power_est (max_w x share). Each file is 
 the one MLLOG writer into a hidden temporary name and renamed into place, so a reader never sees
 half a file; the folder appears only when every file of the run is complete.
 
-No files (and one line why) when a sampler died during the run, or a node has no reading on
-both sides of the run: the result is then claimed without energy.
+No files (and one line why) when a sampler died during the run, a node has no reading on both
+sides of the run, or a node has fewer readings from run_start on than the rules' minimum (a run
+too short for its sampling interval, of a benchmark whose loop does not train on after run_stop:
+gnn, llama2, SD; full-size runs last minutes and always have them): the result is then claimed
+without energy, never with power logs the power check would fail.
 """
 
 from __future__ import annotations
@@ -38,8 +41,12 @@ def window(stream: list[tuple[int, float]], run_start: int, loop_end: int) -> li
     return stream[before[-1] : after[0] + 1]
 
 
-def write(run_dir: Path, power: Power, result_file: Path) -> tuple[Path | None, str]:
-    """Write the power folder of `result_file`; (folder, '') or (None, why there is none)."""
+def write(
+    run_dir: Path, power: Power, result_file: Path, need: int = 0, extends: bool = True
+) -> tuple[Path | None, str]:
+    """Write the power folder of `result_file`; (folder, '') or (None, why there is none). `need`:
+    the readings from run_start on the rules ask of every node (plan.power_min_readings);
+    `extends`: whether the benchmark's loop trains on after run_stop to get them (for the line)."""
     run_dir, result_file = Path(run_dir), Path(result_file)
     status_file = run_dir / "power" / STATUS
     if not status_file.exists():
@@ -70,6 +77,18 @@ def write(run_dir: Path, power: Power, result_file: Path) -> tuple[Path | None, 
                 f"node {i} has no power reading on both sides of the run: result claimed without energy",
             )
         windows.append(w)
+    n = min(sum(t >= start for t, _ in w) for w in windows)
+    if n < need:
+        why = (
+            "its training loop does not train on after run_stop"
+            if not extends
+            else "the loop stopped training on (a sampler went silent)"
+        )
+        return None, (
+            f"only {n} power readings from run_start on (the rules need {need}; {why}; a run of "
+            f"{need * power.interval_s:g} s or longer gets them at interval_s {power.interval_s:g}): result "
+            "claimed without energy"
+        )
     folder = result_file.parent / "power" / result_file.stem
     staging = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
     shutil.rmtree(staging, ignore_errors=True)
@@ -94,7 +113,6 @@ def write(run_dir: Path, power: Power, result_file: Path) -> tuple[Path | None, 
     if folder.exists():  # a resumed run that replaces its attempt's result replaces its power too
         shutil.rmtree(folder)
     os.replace(staging, folder)
-    n = min(sum(t >= start for t, _ in w) for w in windows)
     return folder, f"{n} power readings from run_start on, per node; " + _telemetry(
         run_dir, len(windows), start, stop
     )
