@@ -230,6 +230,25 @@ def test_a_sampler_killed_mid_run_leaves_the_result_claimed_without_energy(tmp_p
     assert not (Path(run["result_file"]).parent / "power").exists()
 
 
+def test_a_whole_run_reads_a_redfish_source(tmp_path, bmc):
+    """A run (the toy, training on to the minimum) whose system reads power over Redfish instead of
+    IPMI: the same capture, window and power folder, every reading the BMC's 1234 W. Fails if the
+    run path only works with ipmitool (a sampler argument, a session left open that the BMC then
+    refuses, a reading parsed from the wrong field)."""
+    _set_watts(bmc, 1234)
+    src = {"kind": "redfish", "host": "127.0.0.1", "port": int(bmc["env"]["BMC_CI_REDFISH_PORT"]),
+           "scheme": "http", "resource": "/redfish/v1/Chassis/1/EnvironmentMetrics", "field": "PowerWatts/Reading",
+           "username_env": "MLPERF_BMC_USER", "password_env": "MLPERF_BMC_PASSWORD", "timeout_s": 0.045}  # fmt: skip
+    p = _toy_run(tmp_path, _system(tmp_path, bmc, source=src), 1, bmc["creds"], TOY_STEPS="20")
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, (out, err)
+    (run,) = json.loads(out.strip().splitlines()[-1])
+    assert int(run["power"].split()[0]) >= 60, run["power"]
+    node = read_events(Path(run["result_file"]).parent / "power" / "result_0" / "node_0.txt")
+    watts = [e["value"] for e in node if e["key"] == "power_reading"]
+    assert len(watts) >= 60 and set(watts) == {1234.0}, watts[:5]
+
+
 def test_a_run_too_short_for_the_minimum_without_training_on_is_claimed_without_energy(tmp_path, bmc):
     """A loop that ends at run_stop (gnn, llama2, SD; here the toy with its extension off) and a
     run of ~1 s at 20 readings a second: fewer than 60 readings, so no power folder (the power
