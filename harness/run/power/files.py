@@ -80,14 +80,14 @@ def write(
     n = min(sum(t >= start for t, _ in w) for w in windows)
     if n < need:
         why = (
-            "its training loop does not train on after run_stop"
-            if not extends
-            else "the loop stopped training on (a sampler went silent)"
+            "the loop stopped training on: a sampler went silent"
+            if extends
+            else f"its training loop does not train on after run_stop; a run of {need * power.interval_s:g} s "
+            f"or longer gets them at interval_s {power.interval_s:g}"
         )
         return None, (
-            f"only {n} power readings from run_start on (the rules need {need}; {why}; a run of "
-            f"{need * power.interval_s:g} s or longer gets them at interval_s {power.interval_s:g}): result "
-            "claimed without energy"
+            f"only {n} power readings from run_start on (the rules need {need}; {why}): result claimed "
+            "without energy"
         )
     folder = result_file.parent / "power" / result_file.stem
     staging = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
