@@ -146,9 +146,10 @@ def test_pp2_vp2_with_distributed_optimizer_and_overlap_matches_one_process(tmp_
     assert plan.config["overlap_grad_reduce"]  # the default
     r = train(plan, nproc=2)
     if r.returncode != 0 and "Signal 11 (SIGSEGV)" in r.stderr:
-        # The open defect in NOTES.md (3 of ~60 runs: heap corruption seen in a gloo worker's
-        # async allreduce): one retry in a fresh folder, on the record; any other failure fails.
-        warnings.warn("PP=2 x VP=2 rank died of SIGSEGV (NOTES.md open defect): retried once", stacklevel=1)
+        # The defect in NOTES.md (3 of ~60 runs on megatron-core 0.16.1: heap corruption seen in a
+        # gloo worker's async allreduce; none in 82 on 0.19.2): one retry in a fresh folder, on the
+        # record; any other failure fails.
+        warnings.warn("PP=2 x VP=2 rank died of SIGSEGV (NOTES.md defect): retried once", stacklevel=1)
         plan = make_plan(tmp_path / "vp-retry", data4, seed=3, nproc=2, sets=sets)
         r = train(plan, nproc=2)
     assert_stopped_at_max_steps(r, plan.log_path, nproc=2)
