@@ -278,12 +278,10 @@ def for_folder(
     """`for_benchmark` for a result folder, where a folder our runs wrote names its ruleset in
     its logs (`harness_ruleset`): taken when neither --ruleset nor --round is given."""
     if not ruleset and not round_name:
-        import glob
+        from harness.core.tree import rulesets_in
 
-        from harness.core.mllog_reader import header_value
-
-        files = sorted(glob.glob(os.path.join(glob.escape(folder), "result_*.txt")))
-        own = header_value(files[0], "harness_ruleset") if files else None
+        # the first log's, in run order (a mixed folder is an error of its own: tree.mixed_rulesets)
+        own = next(iter(rulesets_in(folder)), None)
         if isinstance(own, str) and own in rulesets():
             rs, _how, problem = for_benchmark(benchmark, own)
             return rs, "the logs' harness_ruleset", problem

@@ -42,6 +42,28 @@ def result_files(folder: str) -> list[str]:
     return sorted(files, key=key)
 
 
+def rulesets_in(folder: str | Path) -> dict[str, list[str]]:
+    """{ruleset: [result file names]} of the logs in `folder` that name the ruleset they ran under
+    (`harness_ruleset`, written by our runs); logs that do not name one are left out. One
+    submission folder holds one round's runs, so more than one key is a mixed folder."""
+    from harness.core.mllog_reader import header_value
+
+    out: dict[str, list[str]] = {}
+    for f in result_files(str(folder)):
+        rs = header_value(f, "harness_ruleset")
+        if isinstance(rs, str):
+            out.setdefault(rs, []).append(os.path.basename(f))
+    return out
+
+
+def mixed_rulesets(found: dict[str, list[str]]) -> str | None:
+    """One line naming each ruleset of a mixed folder and its logs, or None for one ruleset."""
+    if len(found) < 2:
+        return None
+    parts = "; ".join(f"{rs}: {', '.join(names)}" for rs, names in found.items())
+    return f"its logs ran under {len(found)} rulesets ({parts}); one submission folder holds one round's runs"
+
+
 def find_result_dirs(root: str | os.PathLike) -> list[str]:
     """Every folder at or under `root` holding result_*.txt files (symlinked dirs not followed)."""
     root = os.path.abspath(os.fspath(root))

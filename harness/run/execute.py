@@ -187,8 +187,9 @@ def execute(
     # Before anything is written: a switch whose library is absent would fail inside the rank
     # after run_start, i.e. as "target not reached" (exit 3), instead of a refusal (exit 2).
     switches.require_libraries(plans[0].benchmark, plans[0].config)
-    write_plans(plans)
     results_dir = Path(results_dir)
+    _refuse_other_rounds(plans[0], results_dir)
+    write_plans(plans)
     claim.write_system_json(
         results_dir, resolved.system.submitter, resolved.system.name, resolved.system.export_official()
     )
@@ -211,6 +212,21 @@ def execute(
         if old_term is not None:
             signal.signal(signal.SIGTERM, old_term)
     return [collector.results[i] for i in sorted(collector.results)]
+
+
+def _refuse_other_rounds(plan, results_dir: Path) -> None:
+    """One submission folder is one round's runs: a run under another ruleset than the logs
+    already there would make a folder no round's checker accepts (`mlperf check` flags one)."""
+    sub = plan.submission
+    folder = tree.result_dir(results_dir, sub.org, sub.system, plan.submission_benchmark)
+    other = {rs: names for rs, names in tree.rulesets_in(folder).items() if rs != plan.ruleset}
+    if other:
+        rs, names = next(iter(other.items()))
+        raise ConfigError(
+            f"{folder} holds runs made under ruleset {rs} ({', '.join(names)}), this run's is "
+            f"{plan.ruleset}: one submission folder is one round's runs; pass --ruleset {rs}, or "
+            "--results-dir with another tree"
+        )
 
 
 def _sigterm_as_interrupt():

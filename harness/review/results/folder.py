@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass, field
 
 from harness.core.files import is_special
-from harness.core.tree import load_system, read_scaling
+from harness.core.tree import load_system, mixed_rulesets, read_scaling, rulesets_in
 from harness.core import rulesets as rules
 from harness.review.check.log import tiny_rules_path
 from harness.review.check.official import quiet_check
@@ -45,7 +45,10 @@ def plan_folder(folder: str, ruleset: str | None = None, round_name: str | None 
     else:
         note = None
     rs, how, problem = rules.for_folder(name, folder, ruleset, round_name)
-    return Plan(folder, name, rs, how, problems=[p for p in (note, problem) if p])
+    mixed = mixed_rulesets(rulesets_in(folder))
+    if mixed:
+        mixed = f"{mixed}: all scored under {rs}"
+    return Plan(folder, name, rs, how, problems=[p for p in (note, problem, mixed) if p])
 
 
 def read_one(task: tuple) -> object:
