@@ -42,26 +42,40 @@ def result_files(folder: str) -> list[str]:
     return sorted(files, key=key)
 
 
-def rulesets_in(folder: str | Path) -> dict[str, list[str]]:
-    """{ruleset: [result file names]} of the logs in `folder` that name the ruleset they ran under
-    (`harness_ruleset`, written by our runs); logs that do not name one are left out. One
-    submission folder holds one round's runs, so more than one key is a mixed folder."""
+def header_groups(folder: str | Path, key: str) -> dict[str, list[str]]:
+    """{value: [result file names]} of `key` in the headers of the logs in `folder`: our runs log
+    `harness_ruleset` and `harness_size`; logs without the key are left out."""
     from harness.core.mllog_reader import header_value
 
     out: dict[str, list[str]] = {}
     for f in result_files(str(folder)):
-        rs = header_value(f, "harness_ruleset")
-        if isinstance(rs, str):
-            out.setdefault(rs, []).append(os.path.basename(f))
+        v = header_value(f, key)
+        if isinstance(v, str):
+            out.setdefault(v, []).append(os.path.basename(f))
     return out
 
 
-def mixed_rulesets(found: dict[str, list[str]]) -> str | None:
-    """One line naming each ruleset of a mixed folder and its logs, or None for one ruleset."""
-    if len(found) < 2:
-        return None
-    parts = "; ".join(f"{rs}: {', '.join(names)}" for rs, names in found.items())
-    return f"its logs ran under {len(found)} rulesets ({parts}); one submission folder holds one round's runs"
+def rulesets_in(folder: str | Path) -> dict[str, list[str]]:
+    """{ruleset: [result file names]} (`harness_ruleset`). One submission folder holds one round's
+    runs, so more than one key is a mixed folder."""
+    return header_groups(folder, "harness_ruleset")
+
+
+def sizes_in(folder: str | Path) -> dict[str, list[str]]:
+    """{size: [result file names]} (`harness_size`): a tiny run beside full-size ones is a smoke
+    test in a submission folder."""
+    return header_groups(folder, "harness_size")
+
+
+def mixed_folder(folder: str | Path) -> list[str]:
+    """A line for each header that should be one value per folder and is not (ruleset, size),
+    naming each value and its logs; [] for a folder of one round and one size."""
+    lines = []
+    for what, found in (("rulesets", rulesets_in(folder)), ("sizes", sizes_in(folder))):
+        if len(found) > 1:
+            parts = "; ".join(f"{v}: {', '.join(names)}" for v, names in found.items())
+            lines.append(f"its logs ran under {len(found)} {what} ({parts})")
+    return lines
 
 
 def find_result_dirs(root: str | os.PathLike) -> list[str]:

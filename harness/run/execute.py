@@ -215,18 +215,23 @@ def execute(
 
 
 def _refuse_other_rounds(plan, results_dir: Path) -> None:
-    """One submission folder is one round's runs: a run under another ruleset than the logs
-    already there would make a folder no round's checker accepts (`mlperf check` flags one)."""
+    """One submission folder is one round's runs at one size: a run under another ruleset, or of
+    another size, than the logs already there would make a folder no checker accepts as one
+    result (`mlperf check` flags one)."""
     sub = plan.submission
     folder = tree.result_dir(results_dir, sub.org, sub.system, plan.submission_benchmark)
-    other = {rs: names for rs, names in tree.rulesets_in(folder).items() if rs != plan.ruleset}
-    if other:
-        rs, names = next(iter(other.items()))
-        raise ConfigError(
-            f"{folder} holds runs made under ruleset {rs} ({', '.join(names)}), this run's is "
-            f"{plan.ruleset}: one submission folder is one round's runs; pass --ruleset {rs}, or "
-            "--results-dir with another tree"
-        )
+    for what, found, mine, fix in (
+        ("ruleset", tree.rulesets_in(folder), plan.ruleset, "--ruleset {}"),
+        ("size", tree.sizes_in(folder), plan.size, None),  # the size is what the user asked for
+    ):
+        other = {v: names for v, names in found.items() if v != mine}
+        if other:
+            v, names = next(iter(other.items()))
+            raise ConfigError(
+                f"{folder} holds runs made {'under ruleset' if what == 'ruleset' else 'at size'} {v} "
+                f"({', '.join(names)}), this run's is {mine}: one submission folder is one round's runs "
+                f"at one size; pass {fix.format(v) + ', or ' if fix else ''}--results-dir with another tree"
+            )
 
 
 def _sigterm_as_interrupt():

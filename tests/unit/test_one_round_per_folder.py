@@ -1,6 +1,7 @@
-"""One submission folder holds one round's runs. Our logs name their ruleset (`harness_ruleset`);
-a run under another ruleset than the folder's logs is refused before anything is written, and a
-folder that mixes rulesets anyway is an error of `mlperf check` and a warning of `results score`.
+"""One submission folder holds one round's runs at one size. Our logs name their ruleset and size
+(`harness_ruleset`, `harness_size`); a run under another ruleset, or of another size, than the
+folder's logs is refused before anything is written, and a folder that mixes them anyway is an
+error of `mlperf check` and a warning of `results score`.
 The defect these catch: `mlperf run --ruleset 5.0.0` appending result_2.txt to a folder of 6.1.0
 runs, then the package checker judging all of them under the first log's ruleset, silently."""
 
@@ -42,8 +43,8 @@ def test_a_run_under_another_ruleset_than_the_folders_logs_is_refused_and_writes
     assert p.returncode == 2, p.stderr
     assert p.stderr.strip().splitlines() == [
         f"error: {root}/MyOrg/results/cpu-local/gpt3 holds runs made under ruleset 4.1.0 (result_0.txt, "
-        "result_1.txt), this run's is 4.0.0: one submission folder is one round's runs; pass --ruleset "
-        "4.1.0, or --results-dir with another tree"
+        "result_1.txt), this run's is 4.0.0: one submission folder is one round's runs at one size; pass "
+        "--ruleset 4.1.0, or --results-dir with another tree"
     ]
     assert _listing(root) == before  # no plan, no run folder, no system JSON rewritten
 
@@ -55,9 +56,38 @@ def test_check_and_score_name_a_folder_that_mixes_rulesets(tmp_path, mlperf):
     p = mlperf("check", str(root))
     assert p.returncode != 0 and mixed in p.stdout + p.stderr, p.stdout + p.stderr
     s = mlperf("results", "score", str(root / "MyOrg"))
-    assert f"{mixed}; one submission folder holds one round's runs: all scored under 4.1.0" in s.stderr
+    assert (
+        f"{mixed}; one submission folder holds one round's runs at one size: all scored under 4.1.0"
+        in s.stderr
+    )
     assert _listing(root) == before  # a tree you only read stays untouched
     # one ruleset (and logs that name none) is not a mixed folder
     same = _tree(tmp_path / "same", ["4.1.0", None, "4.1.0"])
     p = mlperf("check", str(same))
     assert "rulesets (" not in p.stdout + p.stderr
+
+
+def test_a_tiny_run_into_a_folder_of_full_size_runs_is_refused_and_check_names_the_sizes(tmp_path, mlperf):
+    """A tiny smoke run on the submission system must not land beside its full-size results."""
+    root = _tree(tmp_path, ["4.1.0", "4.1.0", "4.1.0"])
+    log = root / "MyOrg" / "results" / "cpu-local" / "gpt3" / "result_1.txt"
+    text = log.read_text()
+    assert text.count('"key": "harness_size", "value": "tiny"') == 1
+    log.write_text(
+        text.replace('"key": "harness_size", "value": "tiny"', '"key": "harness_size", "value": "full"')
+    )
+    before = _listing(root)
+    p = mlperf("run", "gpt3", "--ruleset", "4.1.0", "--runs", "1", "--results-dir", str(root))
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.strip().splitlines() == [
+        f"error: {root}/MyOrg/results/cpu-local/gpt3 holds runs made at size full (result_1.txt), this run's "
+        "is tiny: one submission folder is one round's runs at one size; pass --results-dir with another "
+        "tree"
+    ]
+    p = mlperf("check", str(root))
+    assert (
+        "its logs ran under 2 sizes (tiny: result_0.txt, result_2.txt; full: result_1.txt)"
+        in p.stdout + p.stderr
+    )
+    assert p.returncode != 0
+    assert _listing(root) == before

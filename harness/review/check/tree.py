@@ -34,7 +34,7 @@ from harness.core import rulesets as rules
 from harness.core.files import is_special
 from harness.core.mllog_reader import TOKEN
 from harness.core.rulesets import USAGE
-from harness.core.tree import find_result_dirs, load_system, mixed_rulesets, read_scaling, rulesets_in
+from harness.core.tree import find_result_dirs, load_system, mixed_folder, read_scaling
 from harness.review.check.log import (
     LogResult,
     Report,
@@ -161,16 +161,15 @@ def check_result_dir(
     findings: list[Finding] = []
     if note:
         findings.append(Finding(display_dir, None, "harness", "warning", note, "pass --ruleset to choose"))
-    mixed = mixed_rulesets(rulesets_in(result_dir))
-    if mixed:
+    for mixed in mixed_folder(result_dir):  # one submission folder: one round's runs, one size
         findings.append(
             Finding(
                 display_dir,
                 None,
                 "harness",
                 "error",
-                f"{mixed}; checked under {ruleset} ({how})",
-                "move the other round's logs to that round's tree, renumbered from result_0.txt",
+                f"{mixed}; one submission folder holds one round's runs at one size; checked under {ruleset}",
+                "move the other logs to a tree of their own, renumbered from result_0.txt",
             )
         )
     logs: dict[str, LogResult] = {}

@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass, field
 
 from harness.core.files import is_special
-from harness.core.tree import load_system, mixed_rulesets, read_scaling, rulesets_in
+from harness.core.tree import load_system, mixed_folder, read_scaling
 from harness.core import rulesets as rules
 from harness.review.check.log import tiny_rules_path
 from harness.review.check.official import quiet_check
@@ -45,10 +45,8 @@ def plan_folder(folder: str, ruleset: str | None = None, round_name: str | None 
     else:
         note = None
     rs, how, problem = rules.for_folder(name, folder, ruleset, round_name)
-    mixed = mixed_rulesets(rulesets_in(folder))
-    if mixed:
-        mixed = f"{mixed}: all scored under {rs}"
-    return Plan(folder, name, rs, how, problems=[p for p in (note, problem, mixed) if p])
+    mixed = [f"{m}; one submission folder holds one round's runs at one size: all scored under {rs}" for m in mixed_folder(folder)]
+    return Plan(folder, name, rs, how, problems=[p for p in (note, problem) if p] + mixed)
 
 
 def read_one(task: tuple) -> object:
