@@ -144,7 +144,8 @@ def test_gpt3_three_power_runs_train_on_pass_check_and_score_the_summarizers_ene
 ):
     """The issue's command, `mlperf run gpt3 --system cpu-local-power --runs 3`, on this test's
     BMC port (5 Hz as shipped): each ~9 s run reaches its target, logs run_stop, and trains on
-    (same blocks and evals) until 60 readings exist; the tree passes `mlperf check` with the power
+    (same blocks and evals) until 60 readings exist where it had fewer (the toy's runs below
+    always do: they are ~1 s); the tree passes `mlperf check` with the power
     lint, and `mlperf results score` gives the energy of the official summarizer's own functions
     (result_summarizer._compute_total_power, olympic over the 3 runs) on the same tree."""
     from gpt3_helpers import prepared_data_dir
@@ -165,12 +166,20 @@ def test_gpt3_three_power_runs_train_on_pass_check_and_score_the_summarizers_ene
             next(e["time_ms"] for e in log if e["key"] == key) for key in ("run_start", "run_stop")
         )
         before = [e["value"] for e in log[: keys.index("run_stop")] if e["key"] == "eval_accuracy"]
-        assert "eval_accuracy" in keys[keys.index("run_stop") :]  # trained on after run_stop
         assert run["quality"]["log_perplexity"] == before[-1]  # the result is the eval at run_stop
         assert int(run["power"].split()[0]) >= 60, run["power"]
         assert "; node 0: " in run["power"]  # NVML: its GPUs' energy, or why there is none
         node = read_events(folder / "power" / f"result_{k}" / "node_0.txt")
         readings = [e["time_ms"] for e in node if e["key"] == "power_reading"]
+        # Trains on after run_stop exactly when the run alone was too short for 60 readings: how
+        # fast this machine ran it decides which (a quiet box: ~9 s, 45 readings; a busy one can
+        # pass 60). The reading that lands between run_stop and the loop's check is the margin.
+        by_stop = sum(start <= t <= stop for t in readings)
+        trained_on = "eval_accuracy" in keys[keys.index("run_stop") :]
+        if by_stop < 59:
+            assert trained_on, (by_stop, keys[keys.index("run_stop") :])
+        elif by_stop >= 60:
+            assert not trained_on, by_stop  # the extension stops at the first check
         assert sum(t >= start for t in readings) >= 60 and readings[0] <= start and readings[-1] > stop
         assert node[0]["time_ms"] == readings[0] and node[-1]["time_ms"] == readings[-1]  # window = readings
     check = mlperf("check", str(res), "--json")

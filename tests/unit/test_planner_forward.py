@@ -25,11 +25,53 @@ def doc():
     return FW.forward(list(C.published()))
 
 
+# How close a recomputed figure must be to the stored one. The fit (fitting.py: scipy's
+# least_squares, xtol 1e-6, at most 300 evaluations) lands a little differently with each scipy /
+# NumPy / BLAS build: the v4.1 median moved 8.86 -> 8.84 % and p90 26.00 -> 25.99 % between the
+# release the figures were stored with and scipy 1.18.1 + NumPy 2.5.5. 0.25 percentage points is
+# over ten times that spread and still a fortieth of the 10 % bar; row counts are exact. Coverage
+# is a count of rows inside their range: one row of 84 is 1.2 points. Interval constants: 2 %.
+APE_PP = 0.25
+COVERAGE_PTS = 1.2
+INTERVAL_REL = 0.02
+
+
+def _close(got, want, path=""):
+    """`got` equals `want` (nested dicts/lists) with the tolerances above for the figures."""
+    if isinstance(want, dict):
+        assert set(got) == set(want), path
+        for key in want:
+            _close(got[key], want[key], f"{path}.{key}")
+    elif isinstance(want, list):
+        assert len(got) == len(want), path
+        for i, (g, w) in enumerate(zip(got, want)):
+            _close(g, w, f"{path}[{i}]")
+    elif isinstance(want, float) and not isinstance(want, bool):
+        leaf = path.rsplit(".", 1)[-1]
+        if leaf in ("median_ape", "p90_ape", "mean_signed_pct"):
+            assert got == pytest.approx(want, abs=APE_PP), path
+        elif "held_out" in leaf or "in_sample" in leaf:
+            assert got == pytest.approx(want, abs=COVERAGE_PTS), path
+        else:
+            assert got == pytest.approx(want, rel=INTERVAL_REL), path
+    else:
+        assert got == want, path  # row counts, names, reasons: exact
+
+
 def test_forward_chaining_reproduces_the_reported_figures(doc):
     stored = accuracy()["forward_chaining"]
-    assert [s["overall"] for s in doc["steps"]] == [s["overall"] for s in stored["steps"]]
-    assert doc["interval"] == accuracy()["interval"] == stored["interval"]
-    assert doc["coverage_80"] == stored["coverage_80"]
+    _close([s["overall"] for s in doc["steps"]], [s["overall"] for s in stored["steps"]], "steps")
+    assert accuracy()["interval"] == stored["interval"]
+    _close(doc["interval"], stored["interval"], "interval")
+    _close(doc["coverage_80"], stored["coverage_80"], "coverage_80")
+
+
+def test_the_tolerance_still_catches_a_changed_model(doc):
+    """A figure off by more than the build-to-build spread fails: the tolerance is no blank cheque."""
+    stored = accuracy()["forward_chaining"]["steps"][-1]["overall"]
+    moved = dict(stored, median_ape=stored["median_ape"] + 2 * APE_PP)
+    with pytest.raises(AssertionError):
+        _close(moved, stored, "overall")
 
 
 def test_v4_1_forward_meets_the_bar(doc):
