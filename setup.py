@@ -64,6 +64,8 @@ EXTRAS = {
         "filelock>=3.12",
         "hypothesis>=6.100",
         "pyghmi>=1.5",
+        # the type checker .ci/run runs (pyproject.toml [tool.pyrefly] says over what, and why it)
+        "pyrefly>=1.5,<2",
     ],
     # GPU hosts only (an env with a CUDA torch; --no-build-isolation so TE builds against it);
     # never on a CPU machine: an installed-but-broken transformer_engine makes `import

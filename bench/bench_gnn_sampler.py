@@ -18,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import benchmarks
 from benchmarks import typed_config
 
 
@@ -44,7 +45,12 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     tmp = tempfile.mkdtemp(prefix="bench-gnn-")
     plan = make_plans(
-        "gnn", "cpu-local", size="tiny", seed=0, results_dir=tmp, data_dir=args.data_dir or Path(tmp) / "data"
+        benchmarks.get("gnn"),
+        "cpu-local",
+        size="tiny",
+        seed=0,
+        results_dir=tmp,
+        data_dir=args.data_dir or Path(tmp) / "data",
     )[0]
     if not manifest.is_prepared(plan):
         prepare.prepare(plan)

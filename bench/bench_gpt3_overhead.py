@@ -26,6 +26,7 @@ import types
 import warnings
 from pathlib import Path
 
+import benchmarks
 from benchmarks import typed_config
 
 REPO = Path(__file__).resolve().parent.parent
@@ -54,7 +55,13 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="bench-gpt3-"))
     data_dir = Path(args.data_dir) if args.data_dir else tmp / "data"
     plan = make_plans(
-        "gpt3", "cpu-local", size="tiny", runs=1, seed=1, results_dir=tmp / "results", data_dir=data_dir
+        benchmarks.get("gpt3"),
+        "cpu-local",
+        size="tiny",
+        runs=1,
+        seed=1,
+        results_dir=tmp / "results",
+        data_dir=data_dir,
     )[0]
     if not manifest.is_prepared(plan):
         prepare.prepare(plan, log=lambda m: print(m, file=sys.stderr))

@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import benchmarks
 from benchmarks import typed_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,7 +107,7 @@ def main() -> int:
     ratios = []
     for i in range(args.rounds):
         plan = make_plans(
-            "llama2_70b_lora",
+            benchmarks.get("llama2_70b_lora"),
             "cpu-local",
             seed=100 + i,
             results_dir=out,

@@ -53,7 +53,7 @@ METHODS = {"leave_one_system_out": "system", "leave_one_submitter_out": "submitt
 
 def stats(rows, pred) -> dict:
     out = {}
-    for bench in (*F.BENCHES, "overall"):
+    for bench in (*F.benches(), "overall"):
         errs = [
             F.ape(pred[r.id], r.score_min) for r in rows if r.id in pred and bench in (r.bench, "overall")
         ]
@@ -121,7 +121,8 @@ def main(argv=None) -> int:
     summary = {name: stats(rows, preds[name]) for name in METHODS}
     summary_base = stats(rows, base)
     print(
-        f"\n{'absolute percentage error':34s} " + " ".join(f"{b[:14]:>16s}" for b in (*F.BENCHES, "overall"))
+        f"\n{'absolute percentage error':34s} "
+        + " ".join(f"{b[:14]:>16s}" for b in (*F.benches(), "overall"))
     )
     for name, s in [
         *summary.items(),
@@ -132,7 +133,7 @@ def main(argv=None) -> int:
             f"{name:34s} "
             + " ".join(
                 f"{s[b]['median_ape']:6.1f}/{s[b]['p90_ape']:5.1f} ({s[b]['rows']:2d})"
-                for b in (*F.BENCHES, "overall")
+                for b in (*F.benches(), "overall")
             )
         )
     gaps = no_data(rows)

@@ -16,6 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import benchmarks
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -36,7 +38,7 @@ def main() -> int:
     rows = []
     for seed in (int(s) for s in args.seeds.split(",")):
         plan = make_plans(
-            "llama2_70b_lora",
+            benchmarks.get("llama2_70b_lora"),
             "cpu-local",
             runs=1,
             seed=seed,
@@ -47,9 +49,9 @@ def main() -> int:
         p = json.loads((Path(plan.run_dir) / "plan.json").read_text())
         p["target"] = {"eval_loss": 0.0}
         (Path(plan.run_dir) / "plan.json").write_text(json.dumps(p))
-        from reference_impls.llama2_70b_lora.manifest import is_prepared
+        from benchmarks.llama2_70b_lora import DATA
 
-        if not is_prepared(plan):
+        if not DATA.is_prepared(plan):
             prep = Path(plan.run_dir) / "prepare.plan.json"
             plan.model_copy(update={"task": "prepare"}).save(prep)
             subprocess.run(

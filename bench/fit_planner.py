@@ -121,6 +121,7 @@ def write_harness(group: str, consts: dict, runs: list[str]) -> None:
 
 
 def fit_harness(run_dirs: list[str], write: bool) -> int:
+    import benchmarks
     from harness.planner import hardware, selfcal
     from harness.planner import stacks as S
     from harness.resolve import systems
@@ -133,13 +134,13 @@ def fit_harness(run_dirs: list[str], write: bool) -> int:
     described = []
     for (bench, system), dirs in by_bench.items():
         hw = hardware.from_spec(systems.load(system))
-        runs = [selfcal.read_run(d, bench, hw) for d in dirs]
+        runs = [selfcal.read_run(d, benchmarks.get(bench), hw) for d in dirs]
         prior, _ = C.for_prediction(bench, hw, S.make("mlperf-harness"))
         start = {
             key: ({**prior[key], bench: v} if isinstance(prior.get(key), dict) else v)
             for key, v in START_CPU.items()
         }
-        k = selfcal.fit_runs(runs, bench, {**prior, **start, "time_scale": 1.0})
+        k = selfcal.fit_runs(runs, benchmarks.get(bench), {**prior, **start, "time_scale": 1.0})
         for run in runs:
             p = selfcal.predicted(run, k)
             described.append(f"{bench} {run.plan.layout.describe()} (step {run.step_s:.4f} s)")

@@ -1,87 +1,118 @@
-"""The benchmark registry: a plain dict from the official `submission_benchmark` name to its folder.
+"""The benchmark registry: one `Benchmark` object per benchmark (benchmarks/benchmark.py), by name.
 
-Each folder has the same shape:
-    benchmark.yaml      rules side: target(s), runs per result, fixed/tunable hyperparameters
+    bench = benchmarks.get("rgat")        # by name or alias; an unknown name is one-line ConfigError
+    bench.rules, bench.config, bench.cost, bench.impl
+
+Each benchmark's folder has the same shape:
+    __init__.py         BENCHMARK = Benchmark(...): the object (config class, cost model, implementation)
+    benchmark.yaml      rules side: what the installed mlperf-logging does not hold (targets, aliases, ...)
     config.py           the typed config (pydantic; never imports torch)
-    configs/tiny.yaml   tiny-size preset (any system)
-    configs/<system>.yaml  settings tuned for one system (opens with the command that uses it)
-Tiny-size compliance rules are derived per ruleset from the package's own files with the
-benchmark's `tiny_rules:` replacements (benchmarks/tiny_rules.py).
-Training code lives in `reference_impls/<name>/`, which exposes it as one typed spec
-(`reference_impls/<name>/spec.py`, held by `harness/resolve/registry.py`).
+    cost.py             the planner's cost model (torch-free)
+    configs/tiny.yaml   tiny-size preset (any system); configs/<system>.yaml: tuned for one system
+Training code lives in `reference_impls/<name>/`, named by the object's lazy references only, so
+this registry never imports torch. A plain dict, no entry-point scanning: a benchmark is added by
+its folder and one line in BUILTIN; tests add theirs with `register` (or inside `scratch()`).
 """
 
 from __future__ import annotations
 
-from functools import cache
+import importlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from benchmarks.base import BenchmarkConfig, BenchmarkDef
+from benchmarks.base import BenchmarkConfig, BenchmarkDef  # noqa: F401  (re-exported)
+from benchmarks.benchmark import Benchmark
 from harness.core.errors import ConfigError, suggest
-from harness.core.schema import load_yaml, validate
 
 ROOT = Path(__file__).resolve().parent
 
-REGISTRY: dict[str, str] = {
-    "gpt3": "gpt3",
-    "llama2_70b_lora": "llama2_70b_lora",
-    "gnn": "gnn",
-    "stable_diffusion": "stable_diffusion",
-}
+BUILTIN = ("gpt3", "llama2_70b_lora", "gnn", "stable_diffusion")
+"""The packages benchmarks/<name>/ whose BENCHMARK the registry holds, in the order listed."""
+
+_registry: dict[str, Benchmark] | None = None
 
 
-def folder(name: str) -> Path:
-    return ROOT / REGISTRY[name]
+def _table() -> dict[str, Benchmark]:
+    global _registry
+    if _registry is None:
+        _registry = {}
+        for pkg in BUILTIN:
+            b = importlib.import_module(f"benchmarks.{pkg}").BENCHMARK
+            _registry[b.name] = b
+    return _registry
 
 
-@cache
-def _load(name: str) -> BenchmarkDef:
-    path = folder(name) / "benchmark.yaml"
-    d = validate(BenchmarkDef, load_yaml(path), str(path))
-    if d.name != name:
-        raise ConfigError(f"{path}: name '{d.name}' does not match its registry entry '{name}'")
-    return d
+def register(bench: Benchmark) -> Benchmark:
+    """Add a benchmark (a test's toy, an out-of-tree benchmark); a taken name is an error."""
+    table = _table()
+    if bench.name in table and table[bench.name] is not bench:
+        raise ConfigError(f"benchmark '{bench.name}' is registered already")
+    table[bench.name] = bench
+    return bench
+
+
+@contextmanager
+def scratch() -> Iterator[dict[str, Benchmark]]:
+    """A scratch registry for a test: what is registered inside is gone afterwards."""
+    global _registry
+    saved = dict(_table())
+    try:
+        yield _table()
+    finally:
+        _registry = saved
 
 
 def available() -> list[str]:
-    """Registered benchmarks whose definition exists (a benchmark lands with its folder)."""
-    return [n for n in REGISTRY if (folder(n) / "benchmark.yaml").exists()]
+    """The registered benchmarks' names."""
+    return list(_table())
 
 
 def aliases() -> dict[str, str]:
-    out = {}
-    for n in available():
-        out[n] = n
-        for a in _load(n).aliases:
-            out[a] = n
+    """Every spelling `get` accepts (name and benchmark.yaml aliases, lower case) -> name."""
+    out: dict[str, str] = {}
+    for b in _table().values():
+        out[b.name] = b.name
+        for a in b.rules.aliases:
+            out.setdefault(a.lower(), b.name)
     return out
 
 
-def get(name: str) -> BenchmarkDef:
-    """Definition by official name or alias (`rgat`, `sd`, `llama2-lora`, ...)."""
+def get(name: str) -> Benchmark:
+    """The benchmark by name or alias (`rgat`, `sd`, `llama2-lora`, ...). A name the installed
+    mlperf-logging lists but the harness does not run, and a name nothing knows, are each one
+    line (ConfigError, exit 2) saying so."""
     table = aliases()
-    key = name.strip().lower()
-    if key not in table:
-        raise ConfigError(f"unknown benchmark '{name}'{suggest(key, table)}; known: {', '.join(available())}")
-    return _load(table[key])
+    key = str(name).strip().lower()
+    if key in table:
+        return _table()[table[key]]
+    raise ConfigError(not_run(name) or unknown(name, table))
 
 
+def not_run(name: str) -> str | None:
+    """The line for a benchmark mlperf-logging knows and the harness does not run, else None."""
+    from harness.core.rulesets import all_benchmarks, rulesets_of
+
+    key = str(name).strip().lower()
+    if key not in all_benchmarks():
+        return None
+    listed = rulesets_of(key)
+    by = f"ruleset{'s' if len(listed) > 1 else ''} {', '.join(listed)}"
+    return (
+        f"the harness does not run '{key}' (listed by {by}): `mlperf check` and `mlperf results` "
+        f"read its logs; it runs {', '.join(available())}"
+    )
+
+
+def unknown(name: str, table: dict[str, str]) -> str:
+    key = str(name).strip().lower()
+    return f"unknown benchmark '{name}'{suggest(key, table)}; known: {', '.join(available())}"
+
+
+# ---- transition shims (removed when the last caller takes the object) ----------------------
 def config_class(name: str) -> type[BenchmarkConfig]:
-    """The typed config of a benchmark (pydantic, torch-free), by official name or alias."""
-    from benchmarks.gnn.config import GnnConfig
-    from benchmarks.gpt3.config import Gpt3Config
-    from benchmarks.llama2_70b_lora.config import Llama2LoraConfig
-    from benchmarks.stable_diffusion.config import StableDiffusionConfig
-
-    classes = {
-        "gpt3": Gpt3Config,
-        "llama2_70b_lora": Llama2LoraConfig,
-        "gnn": GnnConfig,
-        "stable_diffusion": StableDiffusionConfig,
-    }
-    return classes[get(name).name]
+    return get(name).config
 
 
 def typed_config(plan) -> BenchmarkConfig:
-    """A RunPlan's resolved config as its typed class (outside a rank; ranks have `rt.cfg`)."""
-    return config_class(plan.benchmark).model_validate(plan.config)
+    return get(plan.benchmark).typed(plan.config)

@@ -32,6 +32,7 @@ from pathlib import Path
 import yaml
 
 import benchmarks
+from benchmarks.benchmark import Benchmark
 from harness.core import rule_files, rulesets
 from harness.core.errors import ConfigError
 from harness.core.files import atomic_write
@@ -49,13 +50,14 @@ def _version() -> str:
     return version("mlperf-logging")
 
 
-def our_names(ruleset: str) -> dict[str, str]:
-    """{name in the ruleset: registry name} of our benchmarks that the ruleset lists."""
-    out = {}
-    for b in benchmarks.available():
-        name = rulesets.names_by_ruleset(b).get(ruleset)
+def our_names(ruleset: str) -> dict[str, Benchmark]:
+    """{name in the ruleset: benchmark} of our benchmarks that the ruleset lists (the first
+    registered where two stand for one official benchmark, e.g. the tests' toy)."""
+    out: dict[str, Benchmark] = {}
+    for b in map(benchmarks.get, benchmarks.available()):
+        name = rulesets.names_by_ruleset(b.official).get(ruleset)
         if name:
-            out[name] = b
+            out.setdefault(name, b)
     return out
 
 
@@ -86,16 +88,16 @@ def _common(ruleset: str, root: str) -> list[dict]:
     return out
 
 
-def benchmark_rules(ruleset: str, name: str, registry_name: str) -> list[dict]:
+def benchmark_rules(ruleset: str, name: str, bench: Benchmark) -> list[dict]:
     """`closed_<name>.yaml` of the ruleset with the benchmark's tiny replacements applied."""
     src = rule_files.rel_path(ruleset, f"closed_{name}")
     recs = [copy.deepcopy(e) for e in rule_files.entries(src)]
-    repl = benchmarks.get(registry_name).tiny_rules
+    repl = bench.rules.tiny_rules
     for key, fields in repl.items():
         hit = [k for e in recs if (k := _key(e, key)) is not None]
         if not hit:
             raise ConfigError(
-                f"benchmarks/{registry_name}/benchmark.yaml: tiny_rules.{key}: {src} has no such key; "
+                f"benchmarks/{bench.folder.name}/benchmark.yaml: tiny_rules.{key}: {src} has no such key; "
                 "remove or rename the replacement"
             )
         for k in hit:
@@ -103,30 +105,26 @@ def benchmark_rules(ruleset: str, name: str, registry_name: str) -> list[dict]:
     return recs
 
 
-def closed_values(registry_name: str, ruleset: str, size: str) -> dict[str, tuple[tuple | None, str, str]]:
+def closed_values(bench: Benchmark, ruleset: str, size: str) -> dict[str, tuple[tuple | None, str, str]]:
     """{log key: (allowed values or None, the rule in words, where it is)} of the closed division
     at this size: every hyperparameter of the ruleset's closed file (with the tiny replacements at
     tiny size) and the values of benchmark.yaml `fixed:` that the package does not check."""
-    defn = benchmarks.get(registry_name)
+    defn = bench.rules
     name = rulesets.names_by_ruleset(defn.name)[ruleset]
-    records = benchmark_rules(ruleset, name, defn.name) if size == "tiny" else None
+    records = benchmark_rules(ruleset, name, bench) if size == "tiny" else None
     out: dict[str, tuple[tuple | None, str, str]] = {}
     for r in rule_files.closed_hyperparameters(ruleset, name, records):
         where = r.file + (" + tiny_rules" if size == "tiny" and r.name in defn.tiny_rules else "")
         out[r.name] = (r.allowed, r.rule(), where)
     # The reference's values (full size); at tiny size only those the tiny preset keeps (a key
     # tiny.yaml sets is a size-dependent one: the tiny model's width, sequence length, ...).
-    scaled = (
-        set(load_yaml(benchmarks.folder(defn.name) / "configs" / "tiny.yaml").get("config") or {})
-        if size == "tiny"
-        else set()
-    )
+    scaled = set(load_yaml(bench.configs_dir / "tiny.yaml").get("config") or {}) if size == "tiny" else set()
     for k, v in defn.fixed.items():
         if out.get(k, (None,))[0] is None and k not in scaled:  # the package requires the key, not this value
             out[k] = (
                 (v,),
                 f"EXACTLY_ONE; == {v!r} (training rules)",
-                f"benchmarks/{defn.name}/benchmark.yaml fixed",
+                f"benchmarks/{bench.folder.name}/benchmark.yaml fixed",
             )
     return out
 
@@ -150,7 +148,7 @@ def config_path(ruleset: str) -> str:
         f"{n}/tiny_rules.yaml": _dump(
             benchmark_rules(ruleset, n, b),
             rule_files.rel_path(ruleset, f"closed_{n}"),
-            f"tiny_rules: of benchmarks/{b}/benchmark.yaml applied",
+            f"tiny_rules: of benchmarks/{b.folder.name}/benchmark.yaml applied",
         )
         for n, b in sorted(names.items())
     }

@@ -19,10 +19,13 @@ REPO = Path(__file__).resolve().parents[1]
 def make_plan(benchmark: str, tmp_path: Path, **kw):
     """One plan from `harness.run.execute.make_plans` (cpu-local, tiny unless kw says otherwise), its
     results under tmp_path/results; plan.json is written, so the plan can be started as it is."""
+    import benchmarks
     from harness.run.execute import make_plans
 
     kw.setdefault("size", "tiny")
-    return make_plans(benchmark, kw.pop("system", "cpu-local"), results_dir=tmp_path / "results", **kw)[0]
+    return make_plans(
+        benchmarks.get(benchmark), kw.pop("system", "cpu-local"), results_dir=tmp_path / "results", **kw
+    )[0]
 
 
 def plan_file(plan, task: str = "train") -> Path:

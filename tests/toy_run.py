@@ -4,7 +4,7 @@
     TOY_SYSTEM=path/to/system.yaml TOY_RUNS=3 python -m tests.toy_run RESULTS_DIR   (default cpu-local, 1)
 
 The same path as harness/commands/run.py (execute.resolve / resume.resolve -> execute -> claim),
-with the toy spec (no data to prepare); exit 0 success, 3 not reached, 130 interrupted, like the CLI. Prints one
+with the toy benchmark (no data to prepare); exit 0 success, 3 not reached, 130 interrupted, like the CLI. Prints one
 JSON line with the run results.
 """
 
@@ -17,20 +17,20 @@ from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
+    import benchmarks
     from harness.core.errors import HarnessError
-    from harness.resolve import registry
     from harness.run import execute, resume
-    from tests.toy_train import SPEC
+    from tests.toy_train import TOY
 
-    registry.SPECS["gpt3"] = SPEC  # the toy trains in place of gpt3's reference code
+    benchmarks.register(TOY)  # the toy benchmark: gpt3's rules, the toy's loop
 
     results = Path(argv[0])
     try:
         if len(argv) > 2 and argv[1] == "--resume":
-            r = resume.resolve(argv[2], "gpt3")
+            r = resume.resolve(argv[2], TOY)
         else:
             system, runs = os.environ.get("TOY_SYSTEM", "cpu-local"), int(os.environ.get("TOY_RUNS", 1))
-            r = execute.resolve("gpt3", system, "tiny", runs=runs, seed=7, results_dir=results)
+            r = execute.resolve(TOY, system, "tiny", runs=runs, seed=7, results_dir=results)
         out = execute.execute(r, results)
     except KeyboardInterrupt:
         print(json.dumps({"interrupted": True}), flush=True)

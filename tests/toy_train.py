@@ -23,12 +23,17 @@ import os
 import time
 from pathlib import Path
 
+import benchmarks
+from benchmarks.benchmark import Benchmark
+from harness.core.benchmark import Implementation, RunOutcome, lazy
+from harness.core.data_manifest import DataManifest
+
 
 def _env(name, default, cast=float):
     return cast(os.environ.get(name, default))
 
 
-def run(rt) -> bool:
+def run(rt) -> RunOutcome:
     import torch
 
     from harness.train.run_checkpoint import RunCheckpointer
@@ -112,7 +117,11 @@ def run(rt) -> bool:
     finally:
         timings.close()
         seen.close()
-    return success
+    return RunOutcome(success)
+
+
+_HELD: list = []
+"""What the process keeps to its end (the group, as DDP's reducer holds it)."""
 
 
 def _leave_collectives_in_flight(rt, n: int) -> None:
@@ -123,29 +132,45 @@ def _leave_collectives_in_flight(rt, n: int) -> None:
     import torch
     import torch.distributed as dist
 
-    rt.extra["group"] = dist.group.WORLD  # kept to the end, as DDP's reducer keeps it
+    _HELD.append(dist.group.WORLD)  # kept to the end, as DDP's reducer keeps it
     for _ in range(n):
         dist.all_reduce(torch.ones(1 << 16), async_op=True)
 
 
-def _spec():
-    from benchmarks.gpt3.config import Gpt3Config
-    from harness.core.spec import BenchmarkSpec
+class NoData(DataManifest):
+    """The toy reads no data: nothing to prepare, ever."""
 
-    return BenchmarkSpec(
-        name="gpt3",  # stands in for gpt3 in the harness's run path (tests/toy_run.py)
-        module="tests.toy_train",
-        config=Gpt3Config,
-        run=run,
-        prepare=lambda plan: None,
-        is_prepared=lambda plan: True,
-        power_extension=not os.environ.get("TOY_NO_POWER_EXTENSION"),
+    def is_prepared(self, plan) -> bool:
+        return True
+
+
+def _toy() -> Benchmark:
+    """The toy as a benchmark of its own: gpt3's rules, config and configs (its logs are gpt3
+    logs the official checker accepts), this module's loop, no data."""
+    gpt3 = benchmarks.get("gpt3")
+    return Benchmark(
+        name="toy",
+        config=gpt3.config,
+        folder=gpt3.folder,
+        impl=Implementation(
+            module="tests.toy_train",
+            train=lazy("tests.toy_train:run"),
+            prepare=lazy("tests.toy_train:prepare"),
+            data=NoData(fields=()),
+            power_extension=not os.environ.get("TOY_NO_POWER_EXTENSION"),
+        ),
     )
 
 
-SPEC = _spec()
+def prepare(plan) -> None:
+    """Never called (NoData is always prepared)."""
+
+
+TOY = _toy()
+"""Registered by the processes that run it (tests/toy_run.py; a test inside benchmarks.scratch()),
+never on import: a test process that imports this module keeps the shipped registry."""
 
 if __name__ == "__main__":
     from harness.train.entry import run as run_entry
 
-    run_entry(SPEC)
+    run_entry(TOY)

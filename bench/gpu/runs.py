@@ -152,7 +152,7 @@ def jobs(system: str) -> tuple[list[Job], list[Check]]:
     """The base run of every benchmark, one run per GPU-only switch (`benchmarks.base.gpu_only`) and
     one in the GPU precision (bf16/fp16) that the harness accepts on this one-GPU system; a switch refused at resolve time (no process needed
     to know: e.g. sequence parallelism needs TP >= 2) becomes a `refused` check right away."""
-    from benchmarks import available, config_class
+    from benchmarks import available, get
     from benchmarks.base import gpu_only
     from harness.core.errors import ConfigError
     from harness.resolve.switches import require_libraries
@@ -160,7 +160,7 @@ def jobs(system: str) -> tuple[list[Job], list[Check]]:
 
     bases, todo, refused = [Job(b) for b in available()], [], []
     for bench in available():
-        cls = config_class(bench)
+        cls = get(bench).config
         # Plus what the CPU runs too but the GPU runs through other code: `precision` (the tiny sizes
         # ship fp32, gnn aside, so else no tiny run trains in the GPU configs' bf16/fp16 on CUDA)
         # and llama2's `compile` (triton kernels on CUDA, C++ on CPU).
@@ -169,8 +169,8 @@ def jobs(system: str) -> tuple[list[Job], list[Check]]:
             needs = cls.SWITCHES[key].needs if key in cls.SWITCHES else ()
             job = Job(bench, key, tuple(f"{k}={on_value(cls, k)}" for k in (*needs, key)))
             try:
-                r = resolve(bench, system, "tiny", runs=1, seed=1, nproc_per_node=1, sets=list(job.sets))
-                require_libraries(bench, r.plans[0].config)  # what `mlperf run` refuses before launch
+                r = resolve(get(bench), system, "tiny", runs=1, seed=1, nproc_per_node=1, sets=list(job.sets))
+                require_libraries(get(bench), r.plans[0].config)  # what `mlperf run` refuses before launch
             except ConfigError as e:
                 asked = f"mlperf run {bench} --system {system} --nproc-per-node 1 --size tiny"
                 asked += "".join(f" --set {kv}" for kv in job.sets)

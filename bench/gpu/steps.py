@@ -57,14 +57,15 @@ def sd_micro_batch(config_mbs: int, card_gib: float) -> tuple[int, float]:
 
 def resolved_config(bench: str, system: str, smoke: bool):
     """The typed config `mlperf run` would use: full on the 1-GPU system, tiny on cpu-local for smoke."""
-    from benchmarks import typed_config
+    from benchmarks import get
     from harness.run.execute import resolve
 
+    b = get(bench)
     if smoke:
-        plan = resolve(bench, "cpu-local", "tiny", runs=1, seed=0).plans[0]
+        plan = resolve(b, "cpu-local", "tiny", runs=1, seed=0).plans[0]
     else:
-        plan = resolve(bench, system, "full", runs=1, seed=0, nproc_per_node=1).plans[0]
-    return typed_config(plan)
+        plan = resolve(b, system, "full", runs=1, seed=0, nproc_per_node=1).plans[0]
+    return b.typed(plan.config)
 
 
 def counted_flops(step) -> float:

@@ -28,7 +28,7 @@ def benchmarks_list(as_json):
     """Name, aliases, metric and target, runs per result, sizes."""
     import benchmarks as registry
 
-    defs = [registry.get(n) for n in registry.available()]
+    defs = [registry.get(n).rules for n in registry.available()]
     if as_json:
         from harness.core.rulesets import for_run
 
@@ -68,7 +68,7 @@ def benchmarks_show(bench, as_json):
     from harness.core.rulesets import for_run
     from harness.review import ruleset_history
 
-    d = registry.get(bench)
+    d = registry.get(bench).rules
     hist = ruleset_history.history(d.name)
     diff = ruleset_history.changes(hist)
     default = for_run(d.name)

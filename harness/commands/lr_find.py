@@ -53,10 +53,11 @@ def lr_find(
     run's starting checkpoint), smooth the loss, plot loss vs LR and suggest a peak LR (half the
     LR at the smoothed minimum; see harness/run/lr_find.py). Use it with
     `mlperf run BENCH --set opt_base_learning_rate=LR`."""
+    import benchmarks
     from harness.run import lr_find as lf
 
     res = lf.run(
-        benchmark,
+        benchmarks.get(benchmark),
         system,
         steps,
         min_lr,

@@ -75,6 +75,7 @@ def plan(bench, run_dirs, system_name, system_json, stack, size, sets, nproc_per
     The constants are fitted on the 172 published v3.0-v4.1 results (harness/planner/data/); the
     error the JSON reports, forward in time first, comes from python bench/bench_planner_accuracy.py.
     """
+    import benchmarks
     from harness import planner
     from harness.commands import plan_show
     from harness.planner import report, selfcal, stacks
@@ -86,6 +87,7 @@ def plan(bench, run_dirs, system_name, system_json, stack, size, sets, nproc_per
     run_mode = bool(size or sets or nproc_per_node)
     if system_json and (run_mode or calibrate):
         raise ConfigError("--size/--set/--nproc-per-node/--calibrate need a shipped --system (a descriptor)")
+    b = benchmarks.get(bench)  # the name, resolved once: the object travels down
     hw = (
         planner.resolve_hardware(system_name)
         if system_name
@@ -93,7 +95,7 @@ def plan(bench, run_dirs, system_name, system_json, stack, size, sets, nproc_per
     )
     st = stacks.parse(stack) if stack else stacks.recognise(hw)
     if calibrate:
-        doc = selfcal.calibrate(bench, system_name, hw, list(run_dirs), out_file)
+        doc = selfcal.calibrate(b, system_name, hw, list(run_dirs), out_file)
         _emit(doc, as_json, plan_show.render_calibration)
         return 0
     user = selfcal.load(hw.name, cal_file) if st.name == "mlperf-harness" else None
@@ -102,15 +104,12 @@ def plan(bench, run_dirs, system_name, system_json, stack, size, sets, nproc_per
     if run_mode:
         if gbs:
             sets = (*sets, f"global_batch_size={gbs}")
-        result = planner.price_run(
-            bench, system_name, size, sets, nproc_per_node, st, user, ruleset, round_name
-        )
+        result = planner.price_run(b, system_name, size, sets, nproc_per_node, st, user, ruleset, round_name)
     else:
-        import benchmarks
         from harness.core.rulesets import for_run
 
-        rs = for_run(benchmarks.get(bench).name, ruleset, round_name)[0]  # the RCPs of that ruleset
-        result = planner.search.search_layouts(bench, hw, gbs=gbs, stack=st, user=user, ruleset=rs)
+        rs = for_run(b.official, ruleset, round_name)[0]  # the RCPs of that ruleset
+        result = planner.search.search_layouts(b, hw, gbs=gbs, stack=st, user=user, ruleset=rs)
     doc = report.to_json(result, top, "run" if run_mode else "search", user)
     if explain:
         from harness.planner import explain as ex

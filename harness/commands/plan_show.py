@@ -14,7 +14,7 @@ def render(plan, doc: dict, top: int) -> None:
     console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
     hw = doc["hardware"]
     title = (
-        f"mlperf plan {plan.bench} on {doc['system']}: {hw['nodes']} x {hw['accelerators_per_node']} "
+        f"mlperf plan {plan.bench.name} on {doc['system']}: {hw['nodes']} x {hw['accelerators_per_node']} "
         f"{hw['accelerator']} ({hw['world']} accelerators, {hw['memory_gib']:.0f} GiB each)"
     )
     table = Table(title=title, title_justify="left")
@@ -71,7 +71,7 @@ def render(plan, doc: dict, top: int) -> None:
     console.print(table)
     console.print(
         "per step: compute, TP/CP collectives, pipeline bubble + sends, exposed DP traffic, other "
-        "(fixed overheads; + FSDP gathers; gnn: + feature gathering), evaluation; samples to converge "
+        "(fixed overheads; + FSDP gathers; + input gathering where the benchmark has it), evaluation; samples to converge "
         "from the RCPs (tiny: data/tiny.yaml or your calibration); `--explain` shows every term",
         markup=False,
         style="dim",
@@ -109,10 +109,10 @@ def render(plan, doc: dict, top: int) -> None:
         markup=False,
     )
     fwd = doc["accuracy"].get("forward_chaining") or []
-    if fwd and fwd[-1].get(plan.bench):
-        s, a = fwd[-1], fwd[-1][plan.bench]
+    if fwd and fwd[-1].get(plan.bench.name):
+        s, a = fwd[-1], fwd[-1][plan.bench.name]
         console.print(
-            f"error forward in time (fit on {s['fit_on']}, predict {s['predict']}): {plan.bench} median "
+            f"error forward in time (fit on {s['fit_on']}, predict {s['predict']}): {plan.bench.name} median "
             f"{a['median_ape']:.1f} %, p90 {a['p90_ape']:.1f} %, mean signed {a['mean_signed_pct']:+.1f} % "
             f"over {a['rows']} rows (all benchmarks: median {s['overall']['median_ape']:.1f} %, p90 "
             f"{s['overall']['p90_ape']:.1f} %)",

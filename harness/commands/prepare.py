@@ -29,12 +29,14 @@ def prepare(benchmark, size, data_dir, system, ruleset, round_name, force):
     file of the official dataset is where it should be, and say what is missing and where it comes from."""
     import tempfile
 
+    import benchmarks
     from harness.run import execute
 
+    bench = benchmarks.get(benchmark)
     system = system or ("cpu-local" if size == "tiny" else "dgx-h100x8")
     with tempfile.TemporaryDirectory(prefix="mlperf-prepare-") as tmp:
         r = execute.resolve(
-            benchmark,
+            bench,
             system,
             size=size,
             runs=1,
@@ -50,6 +52,6 @@ def prepare(benchmark, size, data_dir, system, ruleset, round_name, force):
             from pathlib import Path
 
             (Path(plan.data_dir) / "PREPARED.json").unlink(missing_ok=True)
-        execute.prepare(r.plans, r.system)
-        click.echo(f"{r.definition.name} ({size}) data ready in {plan.data_dir}")
+        execute.prepare(bench, r.plans, r.system)
+        click.echo(f"{bench.name} ({size}) data ready in {plan.data_dir}")
     return OK

@@ -202,7 +202,10 @@ def ingest(round_root, round_name, ruleset, check, db, as_json):
 
 @results.command("compare")
 @click.option(
-    "--benchmark", "-b", required=True, help="Benchmark; its other names are included (gnn = rgat)."
+    "--benchmark",
+    "-b",
+    required=True,
+    help="Benchmark; its names in other rulesets are included (a rename between rounds).",
 )
 @click.option(
     "--rounds", default=None, help="Comma-separated rounds, e.g. v4.0,v4.1,v5.0 (default: all ingested)."
@@ -264,6 +267,6 @@ def _benchmark_name(name: str) -> str:
     if name in rules.all_benchmarks():
         return name
     try:
-        return benchmarks.get(name).name
+        return benchmarks.get(name).official
     except ConfigError:
         return name

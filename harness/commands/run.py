@@ -19,7 +19,11 @@ SCHEMA_VERSION = 1
 @opt.size
 @opt.ruleset
 @opt.round_name
-@click.option("--runs", type=int, help="Runs to make (default: the official count: 3 gpt3, 10 others).")
+@click.option(
+    "--runs",
+    type=int,
+    help="Runs to make (default: the benchmark's official count, `mlperf benchmarks list`).",
+)
 @click.option("--seed", type=int, help="Seed of the first run; run i uses seed+i (default: random).")
 @click.option("--results-dir", default="results", show_default=True, type=opt.OUT_FOLDER)
 @opt.data_dir
@@ -68,9 +72,11 @@ def run(
 ):
     """Run BENCHMARK's reference implementation on a system and write MLPerf logs into RESULTS_DIR
     as an official submission tree."""
+    import benchmarks
     from harness.core.errors import ConfigError
     from harness.run import execute as ex
 
+    bench = benchmarks.get(benchmark)  # the one lookup: the object travels down
     if build and not dry_run:
         raise ConfigError("--build goes with --dry-run (it builds the model shards and runs nothing)")
     if resume_dir:
@@ -78,11 +84,11 @@ def run(
         from harness.run import resume
 
         _refuse_plan_options_with_resume(click.get_current_context())
-        resolved = resume.resolve(resume_dir, benchmark, launcher, apply=not dry_run)
+        resolved = resume.resolve(resume_dir, bench, launcher, apply=not dry_run)
         results_dir = str(results_root(Path(resume_dir)))
     else:
         resolved = ex.resolve(
-            benchmark,
+            bench,
             system,
             size=size,
             runs=runs,
@@ -117,7 +123,7 @@ def run(
     if as_json:
         doc = {
             "schema_version": SCHEMA_VERSION,
-            "benchmark": resolved.definition.name,
+            "benchmark": resolved.benchmark.name,
             "system": resolved.system.name,
             "size": resolved.plans[0].size,
             "ruleset": resolved.plans[0].ruleset,
@@ -173,7 +179,7 @@ def _score(resolved, results) -> float | None:
     missed its target counts as the dropped slowest, as the rules say; two such runs: no score."""
     from harness.review.results.score import olympic_mean
 
-    need = resolved.definition.runs_per_result
+    need = resolved.benchmark.rules.runs_per_result
     claimed = [r for r in results if r.result_file]
     if len(claimed) < need:
         return None
@@ -202,7 +208,7 @@ def _table(resolved, results, score) -> None:
     for r in results:  # power mode: the readings and GPU telemetry, or why a result has no energy
         if r.power:
             out.print(f"run {r.run + 1} power: {r.power}", markup=False, highlight=False)
-    need = resolved.definition.runs_per_result
+    need = resolved.benchmark.rules.runs_per_result
     if score is not None:
         out.print(
             f"score (olympic mean of {len(results)} runs, fastest and slowest dropped): {score:.4f} min"

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import benchmarks
-
 
 def rules_files(plan) -> list[str]:
     """The rule files the official checker runs for this plan's logs, in chain order."""
@@ -45,15 +43,15 @@ GIB = 2**30
 PARTS = ("weights", "gradients", "optimizer")
 
 
-def planner_figures(plan) -> dict:
+def planner_figures(bench, plan) -> dict:
     """`mlperf plan`'s memory model for this plan's layout: the busiest rank's bytes by part and
-    the parameter counts (harness/planner/params.py, the formulas behind the plan's memory)."""
+    the parameter counts (the benchmark's cost model, the formulas behind the plan's memory)."""
     from harness.planner import params
 
-    cfg = benchmarks.typed_config(plan)
+    cfg = bench.typed(plan.config)
     return {
-        "rank": params.rank_bytes(plan.benchmark, cfg, plan.layout, plan.device),
-        "parameters": params.parameters(plan.benchmark, cfg),
+        "rank": params.rank_bytes(bench, cfg, plan.layout, plan.device),
+        "parameters": params.parameters(bench, cfg),
     }
 
 
@@ -96,13 +94,12 @@ def build_lines(plan, report: dict, planned: dict) -> list[str]:
 
 def show_dry_run(resolved, results_dir: Path, as_json: bool, apply_tuning: bool, build=None) -> None:
     from harness.core.tree import result_dir
-    from harness.resolve import registry
+    from harness.resolve.runplans import runnable
     from harness.run import launch
 
     plan = resolved.plans[0]
     launcher = launch.get(resolved.launcher, apply_tuning=apply_tuning)
-    spec = registry.spec(plan.benchmark)
-    command = launcher.describe(resolved.plans, resolved.system, spec.module)
+    command = launcher.describe(resolved.plans, resolved.system, runnable(resolved.benchmark).module)
     out_dir = result_dir(results_dir, plan.submission.org, plan.submission.system, plan.submission_benchmark)
     from importlib.metadata import version
 
@@ -130,7 +127,7 @@ def show_dry_run(resolved, results_dir: Path, as_json: bool, apply_tuning: bool,
             "power": None if resolved.system.power is None else resolved.system.power.model_dump(),
         }
         if build is not None:
-            doc["build"] = dict(build, planner=planner_figures(plan))
+            doc["build"] = dict(build, planner=planner_figures(resolved.benchmark, plan))
         print(json.dumps(doc, indent=2))
         return
     from rich.table import Table
@@ -149,7 +146,7 @@ def show_dry_run(resolved, results_dir: Path, as_json: bool, apply_tuning: bool,
     out.print(t)
     out.print(
         "config sources (lowest first): defaults in "
-        + spec.config.__module__.replace(".", "/")
+        + resolved.benchmark.config.__module__.replace(".", "/")
         + ".py"
         + "".join(f" < {s}" for s in resolved.sources)
     )
@@ -183,5 +180,7 @@ def show_dry_run(resolved, results_dir: Path, as_json: bool, apply_tuning: bool,
     if build is not None:
         import click
 
-        for line in build_lines(plan, build, planner_figures(plan)):  # unwrapped: one line each
+        for line in build_lines(
+            plan, build, planner_figures(resolved.benchmark, plan)
+        ):  # unwrapped: one line each
             click.echo(line)

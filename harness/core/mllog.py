@@ -31,7 +31,7 @@ class MLLog:
     def __init__(self, path: str | None, rank: int = 0, echo: bool = False):
         self.enabled = rank == 0 and path is not None
         self._logger = None
-        if self.enabled:
+        if rank == 0 and path is not None:
             logger = logging.getLogger(f"mlperf_harness.mllog.{next(_ids)}")
             logger.propagate = False
             logger.setLevel(logging.INFO)

@@ -127,7 +127,10 @@ def validate_benchmark(name: str, ruleset: str | None = None) -> str:
 def _package_dir(name: str) -> str:
     """Folder of a package of mlperf-logging, found without importing it (the RCP checker
     imports scipy.stats: seconds)."""
-    return importlib.util.find_spec(f"mlperf_logging.{name}").submodule_search_locations[0]
+    spec = importlib.util.find_spec(f"mlperf_logging.{name}")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(f"mlperf-logging has no package '{name}': reinstall mlperf-logging")
+    return spec.submodule_search_locations[0]
 
 
 def rcp_path(ruleset: str, benchmark: str) -> str | None:

@@ -86,7 +86,7 @@ def _timings_row_ok(row) -> bool:
         v = row.get(key)
         if key == "step" or (v is None and key != "step_time_s"):
             continue
-        if type(v) not in (int, float):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):  # bool is an int: not a number here
             return False
         if key == "loss":
             continue  # any float: a diverging run's loss is 1e21, then inf/NaN (diagnose reads it)

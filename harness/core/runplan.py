@@ -1,8 +1,8 @@
 """`RunPlan`: the only thing that crosses from the harness into a training process.
 
 The harness resolves (benchmark, system, size, overrides) into a frozen RunPlan, writes it as
-`plan.json` into the run folder, and every rank runs `python -m <spec.module> --plan plan.json`
-(harness/core/spec.py). The training code never parses CLI flags of its own and never reads system
+`plan.json` into the run folder, and every rank runs `python -m <impl.module> --plan plan.json`
+(harness/core/benchmark.py). The training code never parses CLI flags of its own and never reads system
 YAML; the plan's `task` says what the process does (train, prepare data, or an LR sweep).
 """
 
@@ -50,7 +50,8 @@ class RunPlan(Strict):
     task: Literal["train", "prepare", "lr_find", "build"] = "train"
     """What the process started with this plan does (harness/train/entry.py dispatches on it)."""
     config: dict[str, Any]
-    """Resolved benchmark config (typed: `benchmarks.typed_config(plan)`; in a rank: `rt.cfg`)."""
+    """Resolved benchmark config (typed: `benchmarks.get(plan.benchmark).typed(plan.config)`; in a
+    rank: `rt.cfg`)."""
     provenance: dict[str, str]
     """Where each config value came from: default, size preset, system config, --set, derived."""
     layout: Layout

@@ -87,7 +87,7 @@ def validation_message(err: ValidationError, model: type[BaseModel], source: str
     return f"{source}: field '{loc}': {e['msg']}"
 
 
-def validate(model: type[BaseModel], data: dict[str, Any], source: str):
+def validate[M: BaseModel](model: type[M], data: dict[str, Any], source: str) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as err:

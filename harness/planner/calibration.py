@@ -75,7 +75,33 @@ def for_prediction(bench: str, hw: Hardware, stack: S.Stack, k: dict | None = No
             f"no fitted results on '{hw.family}' accelerators: their efficiency per peak FLOP is "
             f"assumed equal to Hopper's"
         )
+    unfitted = _unfitted(k, bench)
+    if unfitted:
+        notes.append(
+            f"no published {bench} results fitted: its {', '.join(unfitted)} are the planner's "
+            f"default priors (data/priors.yaml), not fitted"
+        )
     return k, notes
+
+
+@cache
+def _priors() -> dict:
+    return load_data("priors.yaml")
+
+
+def _unfitted(k: dict, bench: str) -> list[str]:
+    """Fill, in place, the per-benchmark constants `bench` has no fitted value of with the
+    default row of data/priors.yaml (the start every fit begins from); return their names. A
+    benchmark new to the planner then gets the typical efficiency, said so, never 0 or another
+    benchmark's."""
+    d = _priors()
+    out = []
+    for key in d["per_benchmark"]:
+        table = k.get(key)
+        if isinstance(table, dict) and bench not in table:
+            k[key] = {**table, bench: d["default"][key][0]}
+            out.append(key)
+    return out
 
 
 @dataclass(frozen=True)

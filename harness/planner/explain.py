@@ -39,7 +39,7 @@ def terms(plan: Plan) -> list[dict]:
             "value": rate / 1e12,
         },
     ]
-    if w.kind == "transformer":
+    if w.kind == "model_parallel":
         tokens = c.mbs * w.seq / c.cp
         eff = tokens / (tokens + k["tokens_half"])
         extra = w.recompute[c.recompute].extra_compute
@@ -84,19 +84,7 @@ def terms(plan: Plan) -> list[dict]:
                 "value": b["compute"],
             }
         )
-        if w.name == "gnn":
-            out.append(
-                {
-                    "term": "gather",
-                    "formula": f"GBS / world x {w.nodes_per_seed} sampled nodes x feature row, store '{c.feature_store}'"
-                    + (
-                        f" (host_sample_s_per_node {_g(k['host_sample_s_per_node'])}, host_gather_gbs {_g(k['host_gather_gbs'])})"
-                        if c.feature_store == "sampler"
-                        else f" at gather_eff {_g(k['gather_eff'])}"
-                    ),
-                    "value": b["gather"],
-                }
-            )
+    out += w.cost.explain(w, c, hw, k, b)  # the benchmark's own terms (its cost model)
     out.append(
         {
             "term": "dp_exposed",
@@ -133,7 +121,7 @@ def terms(plan: Plan) -> list[dict]:
     assert math.isclose(total, t["step_s"], rel_tol=1e-9)
     from harness.planner import interval as I
 
-    found = I.novelty(plan.bench, hw, plan.stack)
+    found = I.novelty(plan.bench.name, hw, plan.stack)
     k = I.constants()
     if k:
         s = I.sigma([r for r, _ in found], k)

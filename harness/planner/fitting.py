@@ -10,12 +10,13 @@ log errors (duplicate rows, e.g. one result published in three folders, share on
 a weak pull (`PRIOR_WEIGHT`) of each constant towards its start, so that a constant no remaining
 row constrains stays sensible instead of running to a bound.
 
-Constants: the global ones below; one `family` factor per accelerator family that shares a stack
-with another family (gaudi and tpu run only their own stacks, so their stack factor carries
-them); per (stack@version, benchmark) in the rows, except the reference stack (factors 1 by
-definition), a `stack_eff` factor on compute efficiency and a `stack_overhead` factor on the
-per-step and per-evaluation overheads (held closer to 1: e.g. NeMo 23.09 stable_diffusion paid
-~65 ms a step where 24.04 paid ~25 ms at the same per-image time).
+Constants: those of data/priors.yaml (per benchmark, with one default row for a benchmark without
+its own; shared by several benchmarks; global); one `family` factor per accelerator family that
+shares a stack with another family (gaudi and tpu run only their own stacks, so their stack factor
+carries them); per (stack@version, benchmark) in the rows, except the reference stack (factors 1
+by definition), a `stack_eff` factor on compute efficiency and a `stack_overhead` factor on the
+per-step and per-evaluation overheads (held closer to 1: one NeMo release paid ~65 ms a step
+where the next paid ~25 ms at the same per-sample time).
 """
 
 from __future__ import annotations
@@ -23,40 +24,46 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cache
 
+import benchmarks
 from harness.planner import calibration as C
 from harness.planner import search as S
 from harness.planner import stacks as ST
 from harness.planner import timing as T
+from harness.planner.hardware import load_data
 
-BENCHES = ("gpt3", "llama2_70b_lora", "gnn", "stable_diffusion")
-# (key, sub-key or None, start, low, high); 'a+b': one constant shared by several benchmarks
-GLOBAL: tuple[tuple[str, str | None, float, float, float], ...] = (
-    ("mfu", "gpt3", 0.42, 0.05, 1.0),
-    ("mfu", "llama2_70b_lora", 0.42, 0.05, 1.0),
-    ("mfu", "gnn", 0.1, 1e-3, 1.0),
-    ("mfu", "stable_diffusion", 0.3, 0.02, 1.0),
-    ("step_overhead_s", "gpt3", 0.05, 1e-4, 5.0),
-    ("step_overhead_s", "llama2_70b_lora", 0.2, 1e-4, 5.0),
-    ("step_overhead_s", "gnn", 0.045, 1e-4, 1.0),
-    ("step_overhead_s", "stable_diffusion", 0.02, 1e-4, 1.0),
-    ("dp_overlap", "gpt3", 0.8, 0.0, 1.0),
-    ("dp_overlap", "llama2_70b_lora", 0.8, 0.0, 1.0),
-    ("dp_overlap", "gnn", 0.8, 0.0, 1.0),
-    ("dp_overlap", "stable_diffusion", 0.5, 0.0, 1.0),
-    ("eval_overhead_s", "gpt3+llama2_70b_lora", 0.5, 1e-3, 10.0),
-    ("tp_exposed_no_overlap", None, 1.0, 0.2, 1.0),
-    ("gather_eff", None, 0.5, 0.01, 1.0),
-)
 PRIOR_WEIGHT = 0.05
-# dp_overlap starts at 0.8: the record implementations overlap the gradient reduce-scatter with the
-# backward and the parameter all-gather with the forward of all GA microbatches; most published
-# rows hide DP traffic entirely, so the data rarely move it (a layout choice can still hinge on it).
 OVERHEAD_PRIOR_WEIGHT = 0.3  # a stack's overhead factor moves only where its rows insist
 STACK_TABLES = ("stack_eff", "stack_overhead")
 TOP = 6
+
+
+@cache
+def priors() -> dict:
+    """data/priors.yaml: the fitted constants' starting values and bounds."""
+    return load_data("priors.yaml")
+
+
+def benches(extra: Iterable[str] = ()) -> tuple[str, ...]:
+    """The benchmarks with a priors row, then those of `extra` (published rows' names) without one."""
+    out = list(priors()["benchmarks"])
+    out += [b for b in dict.fromkeys(extra) if b not in out]
+    return tuple(out)
+
+
+def prior_table(names: Sequence[str]) -> tuple[tuple[str, str | None, float, float, float], ...]:
+    """(key, sub-key or None, start, low, high) of every constant of `names`' fit, in a fixed order
+    (the fit's parameter order): per benchmark (its row, else the default row), shared ('a+b': one
+    constant of several benchmarks), global (sub-key None)."""
+    d = priors()
+    rows = {b: d["benchmarks"].get(b, d["default"]) for b in names}
+    out = [(key, b, *rows[b][key]) for key in d["per_benchmark"] for b in names]
+    out += [(s["key"], "+".join(s["benchmarks"]), *s["prior"]) for s in d.get("shared", [])]
+    out += [(key, None, *v) for key, v in d.get("global", {}).items()]
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -85,7 +92,12 @@ class RowCache:
 
 
 def params_for(rows: Sequence[C.Published], caches: dict) -> list[Param]:
-    out = [Param(*g) for g in GLOBAL if any(r.bench in (g[1] or "").split("+") or g[1] is None for r in rows)]
+    names = benches(r.bench for r in rows)
+    out = [
+        Param(*g)
+        for g in prior_table(names)
+        if any(r.bench in (g[1] or "").split("+") or g[1] is None for r in rows)
+    ]
     ref = C.efficiency_file()["reference_stack"]
     fam_stacks: dict[str, set] = defaultdict(set)
     stack_fams: dict[str, set] = defaultdict(set)
@@ -96,36 +108,39 @@ def params_for(rows: Sequence[C.Published], caches: dict) -> list[Param]:
     for fam in sorted(fam_stacks):
         if fam != "hopper" and any(len(stack_fams[s]) > 1 for s in fam_stacks[fam]):
             out.append(Param("family", fam, 1.0, 0.1, 3.0))
-    combos = sorted({(caches[r.id].stack.key, r.bench) for r in rows} - {(ref, b) for b in BENCHES})
+    combos = sorted({(caches[r.id].stack.key, r.bench) for r in rows} - {(ref, b) for b in names})
     out += [Param("stack_eff", key, 1.0, 0.05, 5.0, bench) for key, bench in combos]
     out += [Param("stack_overhead", key, 1.0, 0.1, 10.0, bench) for key, bench in combos]
     return out
 
 
-def first_principles() -> dict:
-    """The constants before any fit: fixed ones, GLOBAL's starting values, reference stack and
-    Hopper factors 1. Never the shipped fit: fitted on every round, it would carry later rounds
-    into a forward-in-time fit (as a start, a candidate shortlist, or the value of a constant no
-    training row constrains, e.g. a benchmark absent from the earlier rounds)."""
+def first_principles(extra: Iterable[str] = ()) -> dict:
+    """The constants before any fit: fixed ones, data/priors.yaml's starting values (for the
+    benchmarks with a row and those of `extra`), reference stack and Hopper factors 1. Never the
+    shipped fit: fitted on every round, it would carry later rounds into a forward-in-time fit (as
+    a start, a candidate shortlist, or the value of a constant no training row constrains, e.g. a
+    benchmark absent from the earlier rounds)."""
     k = C.constants()
-    for key, sub, x, *_ in GLOBAL:
+    names = benches(extra)
+    for key, sub, x, *_ in prior_table(names):
         for name in (sub or "").split("+"):
             if isinstance(k.get(key), dict):
                 k[key] = {**k[key], name: x}
             else:
                 k[key] = x
     ref = C.efficiency_file()["reference_stack"]
-    for table in STACK_TABLES:
-        k[table] = {ref: dict.fromkeys(BENCHES, 1.0)}
+    for tab in STACK_TABLES:
+        k[tab] = {ref: dict.fromkeys(names, 1.0)}
     k["family"] = {"hopper": 1.0}
     return k
 
 
 def to_constants(x: Sequence[float], params: Sequence[Param]) -> dict:
     ref = C.efficiency_file()["reference_stack"]  # only the reference and what is fitted here
+    names = benches(_bench_names(params))
     over: dict = {"family": {"hopper": 1.0}}
-    for table in STACK_TABLES:
-        over[table] = {ref: dict.fromkeys(BENCHES, 1.0)}
+    for tab in STACK_TABLES:
+        over[tab] = {ref: dict.fromkeys(names, 1.0)}
     for p, v in zip(params, x):
         if p.key in STACK_TABLES:
             over[p.key][p.sub] = {**over[p.key].get(p.sub, {}), p.bench: float(v)}
@@ -134,11 +149,22 @@ def to_constants(x: Sequence[float], params: Sequence[Param]) -> dict:
         else:
             for name in p.sub.split("+"):
                 over.setdefault(p.key, {})[name] = float(v)
-    k = C._merge(first_principles(), over)
+    k = C._merge(first_principles(names), over)
     k["family"] = over["family"]  # only what was fitted (others: assumed 1, and said so)
-    for table in STACK_TABLES:
-        k[table] = over[table]
+    for tab in STACK_TABLES:
+        k[tab] = over[tab]
     return k
+
+
+def _bench_names(params: Sequence[Param]) -> list[str]:
+    """The benchmarks `params` are constants of (a stack table's sub-key is a stack, a family's a family)."""
+    out: list[str] = []
+    for p in params:
+        if p.key in STACK_TABLES:
+            out.append(p.bench or "")
+        elif p.key != "family" and p.sub:
+            out += p.sub.split("+")
+    return out
 
 
 def row_constants(c: RowCache, k: dict) -> dict:
@@ -151,7 +177,8 @@ def cache_row(row: C.Published, k: dict) -> RowCache:
     hw = row.hardware()
     stack = ST.recognise(hw)
     kr, _ = C.for_prediction(row.bench, hw, stack, k)
-    plan = S.search_layouts(row.bench, hw, gbs=row.gbs, k=kr, stack=stack, ruleset=row.ruleset)
+    bench = benchmarks.get(row.bench)  # a published row names its benchmark (data): the object here
+    plan = S.search_layouts(bench, hw, gbs=row.gbs, k=kr, stack=stack, ruleset=row.ruleset)
     return RowCache(row, hw, stack, plan.workload, [o.candidate for o in plan.options[:TOP]])
 
 
@@ -176,7 +203,7 @@ def fit(
     from scipy.optimize import least_squares
 
     if start is None:  # from the first-principles starting values, not the shipped fit
-        k = first_principles()
+        k = first_principles(r.bench for r in rows)
     else:
         k = start
     w = _weights(rows)

@@ -1,27 +1,26 @@
 """Memory per accelerator for one candidate layout, in GiB by part (the busiest rank).
 
-weights, gradients, optimizer (and fsdp_gathered) come from harness.planner.params for the
-harness's own implementation (`impl='harness'`: exactly the dtypes and sharding it uses); for the
-record implementations (`impl='record'`, NVIDIA's and the others' published code) from the usual
-Megatron accounting: bf16 weights, bf16 grads with the distributed optimizer (fp32 without),
-fp32 master + Adam moments (12 B) divided over DP x CP.
+weights, gradients, optimizer (and what else it holds, e.g. gathered shards) come from the
+benchmark's cost model for the harness's own implementation (`impl='harness'`: exactly the dtypes
+and sharding it uses; `harness_config` is its config with the candidate's values); for the record
+implementations (`impl='record'`, NVIDIA's and the others' published code) from the usual Megatron
+accounting: bf16 weights, bf16 grads with the distributed optimizer (fp32 without), fp32 master +
+Adam moments (12 B) divided over DP x CP.
 activations  coeff x tokens_per_microbatch x hidden / TP bytes per layer (sequence parallel), x the
              layer-microbatches in flight: 1F1B keeps min(GA, PP) microbatches of L/PP layers; the
              interleaved schedule 2(PP-1) + (VP-1)PP + 1 chunks of L/(PP VP) layers (Narayanan et
              al. 2021); FP8 stores linear inputs in 8 bits (x fp8_act_factor)
 logits       tokens x vocab x 4 B / TP on the last stage (counted once)
 framework    CUDA context, NCCL/userbuffers, allocator slack: constant + fraction (efficiency.yaml)
-Data-parallel benchmarks: the model's weights/grads/Adam, activations per sample, and for gnn the
-share of the IGBH feature store placed in accelerator memory (record implementations only: the
-harness's sampler keeps features in host memory).
+Data-parallel benchmarks: the model's weights/grads/Adam, activations per sample, and the input
+store the cost model places in accelerator memory, if any (`input_store_bytes`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.planner import params as P
-from harness.planner import workloads as W
+from benchmarks.costs import Workload
 
 GIB = 2**30
 
@@ -42,8 +41,8 @@ class Candidate:
     fsdp: bool = False
     """Weights sharded over all DP x CP ranks and gathered layer by layer (FSDP2, ZeRO-3)."""
     feature_store: str = ""
-    """gnn: 'node' (GPU memory of one node), 'global' (all accelerators), 'host' (host memory, read
-    over PCIe by the GPU), 'sampler' (the harness: sampled and gathered on the host CPU)."""
+    """Where the benchmark's input store lives, as its cost model places it (`policy`), e.g.
+    'node', 'global', 'host', 'sampler'; '' for a benchmark without one."""
     impl: str = "record"
     """'record' (the published implementations) or 'harness' (this project's)."""
 
@@ -57,7 +56,7 @@ class Candidate:
         return (self.tp, self.pp, self.vp, self.cp, self.mbs, self.gbs, self.recompute)
 
 
-def in_flight_layer_microbatches(w: W.Workload, c: Candidate, ga: int) -> float:
+def in_flight_layer_microbatches(w: Workload, c: Candidate, ga: int) -> float:
     if c.pp == 1:
         return w.layers
     if c.vp == 1:
@@ -77,7 +76,7 @@ class _Overlay:
         return over[name] if name in over else getattr(self.__dict__["_cfg"], name)
 
 
-def harness_config(w: W.Workload, c: Candidate):
+def harness_config(w: Workload, c: Candidate):
     """The workload's config with the candidate's layout (what the harness would run)."""
     over = {
         "tensor_model_parallel_size": c.tp,
@@ -86,18 +85,15 @@ def harness_config(w: W.Workload, c: Candidate):
         "context_parallel_size": c.cp,
         "micro_batch_size": c.mbs,
     }
-    if w.name == "gpt3" and w.size == "full":
-        over["distributed_optimizer"] = c.distributed_optimizer
-    if w.name == "llama2_70b_lora":
-        over["fsdp"] = c.fsdp
+    over.update(w.cost.harness_overrides(w, c))
     return _Overlay(w.cfg, **over)
 
 
-def _model_bytes(w: W.Workload, c: Candidate, world: int, device: str) -> dict:
+def _model_bytes(w: Workload, c: Candidate, world: int, device: str) -> dict:
     dp = c.dp(world)
     if c.impl == "harness":
         lay = {"tp": c.tp, "pp": c.pp, "vp": c.vp, "cp": c.cp, "dp": dp}
-        out = P.rank_bytes(w.name, harness_config(w, c), lay, device)
+        out = dict(w.cost.rank_bytes(harness_config(w, c), lay, device))
         out.pop("parameters_rank", None)
         return out
     if w.kind == "dp":
@@ -116,7 +112,7 @@ def _model_bytes(w: W.Workload, c: Candidate, world: int, device: str) -> dict:
     return out
 
 
-def transformer(w: W.Workload, c: Candidate, world: int, k: dict, device: str = "cuda", model=None) -> dict:
+def model_parallel(w: Workload, c: Candidate, world: int, k: dict, device: str = "cuda", model=None) -> dict:
     ga = c.ga(world)
     rc = w.recompute[c.recompute]
     tokens = c.mbs * w.seq / c.cp
@@ -131,13 +127,11 @@ def transformer(w: W.Workload, c: Candidate, world: int, k: dict, device: str = 
 
 
 def data_parallel(
-    w: W.Workload, c: Candidate, world: int, k: dict, per_node: int, device: str = "cuda"
+    w: Workload, c: Candidate, world: int, k: dict, per_node: int, device: str = "cuda"
 ) -> dict:
     out = _model_bytes(w, c, world, device)
     out["activations"] = c.mbs * w.act_gib_per_sample * GIB
-    if w.name == "gnn" and w.size == "full":
-        store = (W.GNN_FEATURE_GIB + W.GNN_GRAPH_GIB) * GIB
-        out["feature_store"] = {"node": store / per_node, "global": store / world}.get(c.feature_store, 0.0)
+    out.update(w.cost.input_store_bytes(w, c, world, per_node))
     return _finish(out, k)
 
 
@@ -147,32 +141,19 @@ def _finish(out: dict, k: dict) -> dict:
     return {name: v / GIB for name, v in out.items()}
 
 
-def model_bytes(w: W.Workload, c: Candidate, hw) -> dict:
+def model_bytes(w: Workload, c: Candidate, hw) -> dict:
     """Weights, gradients, optimizer (bytes): the same for every recompute mode of a layout."""
     return _model_bytes(w, c, hw.world, "cpu" if hw.kind == "cpu" else "cuda")
 
 
-def estimate(w: W.Workload, c: Candidate, hw, k: dict, model: dict | None = None) -> dict:
+def estimate(w: Workload, c: Candidate, hw, k: dict, model: dict | None = None) -> dict:
     """GiB per accelerator by component (sum = total); `model`: model_bytes() if known."""
     device = "cpu" if hw.kind == "cpu" else "cuda"
     if hw.kind == "cpu":  # gloo on CPU: no CUDA context or userbuffers
         k = {**k, "memory_overhead_gib": 0.3}
-    if w.kind == "transformer":
-        return transformer(w, c, hw.world, k, device, model)
+    if w.kind == "model_parallel":
+        return model_parallel(w, c, hw.world, k, device, model)
     return data_parallel(w, c, hw.world, k, hw.per_node, device)
-
-
-def gnn_placement(hw, k: dict) -> str:
-    """Where NVIDIA's DGL implementation puts the feature store: in the GPUs of one node when it
-    fits there, spread over all GPUs when only the whole machine holds it, else in host memory
-    (v4.0: 1x H100 'cpu', 1x H200 'cuda/node', 8 and 64 nodes 'cuda/global')."""
-    store = W.GNN_FEATURE_GIB + W.GNN_GRAPH_GIB
-    room = hw.memory_gib * k["gnn_store_fraction"]
-    if store / hw.per_node <= room:
-        return "node"
-    if store / hw.world <= room:
-        return "global"
-    return "host"
 
 
 def with_recompute(c: Candidate, rc: str) -> Candidate:
@@ -184,7 +165,7 @@ def with_recompute(c: Candidate, rc: str) -> Candidate:
     return out
 
 
-def memory_key(w: W.Workload, c: Candidate, world: int) -> tuple:
+def memory_key(w: Workload, c: Candidate, world: int) -> tuple:
     """What memory depends on: the layout and, through the microbatches in flight, GA up to the
     pipeline's depth (so the GBS variants of a layout share one estimate)."""
     ga = c.ga(world)

@@ -20,7 +20,7 @@ def sweep(plan: Plan) -> list[tuple[int, float]]:
     hw = plan.hardware
     node_counts = sorted(
         {max(1, round(hw.nodes * 2**e)) for e in range(-3, 4)}
-        | {r.nodes for r in C.published() if r.bench == plan.bench and _acc(r) == hw.accelerator}
+        | {r.nodes for r in C.published() if r.bench == plan.bench.name and _acc(r) == hw.accelerator}
     )
     out = []
     for n in node_counts:
@@ -44,7 +44,7 @@ def draw(plan: Plan, path: str) -> None:
     if pts:
         ax.plot([p[0] for p in pts], [p[1] for p in pts], "-o", ms=3, label=f"planner: {hw.accelerator}")
     ax.plot([hw.world], [plan.options[0].minutes], "*", ms=14, label=f"{hw.name} (planned)")
-    pub = [r for r in C.published() if r.bench == plan.bench]
+    pub = [r for r in C.published() if r.bench == plan.bench.name]
     for acc in sorted({_acc(r) for r in pub}):
         rows = [r for r in pub if _acc(r) == acc]
         ax.plot(
@@ -58,7 +58,7 @@ def draw(plan: Plan, path: str) -> None:
     ax.set_yscale("log")
     ax.set_xlabel("accelerators")
     ax.set_ylabel("time to train (minutes)")
-    ax.set_title(f"{plan.bench}: predicted vs published")
+    ax.set_title(f"{plan.bench.name}: predicted vs published")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()

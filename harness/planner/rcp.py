@@ -3,7 +3,8 @@
 Same arithmetic as `mlperf_logging.rcp_checker` (olympic mean of the reference runs, pruning of
 points that converge slower than the interpolation of their neighbours, linear interpolation on
 the pruned set), re-done in plain Python because importing the checker pulls in scipy (~0.7 s) and
-`mlperf plan --json` must answer in well under a second. tests/unit/test_planner_model.py checks the
+`mlperf plan --json` must answer in well under a second. The tables are mlperf-logging's data,
+found under the benchmark's official name (`Benchmark.official`) in each ruleset. tests/unit/test_planner_model.py checks the
 numbers against the checker itself.
 
 Predicting at the RCP mean is what the score sees: a submission that converges faster than the
@@ -14,8 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING
 
 from harness.core.errors import ConfigError
+from harness.planner.params import cost
+
+if TYPE_CHECKING:
+    from benchmarks.benchmark import Benchmark
 
 
 @dataclass(frozen=True)
@@ -27,16 +33,16 @@ class RcpPoint:
 
 
 @cache
-def points(bench: str, ruleset: str = "4.0.0") -> tuple[RcpPoint, ...]:
-    """All RCP records of a benchmark, sorted by batch size (under its name in the ruleset:
-    gnn's are rcps_rgat.json from 5.0.0)."""
+def points(bench: Benchmark, ruleset: str = "4.0.0") -> tuple[RcpPoint, ...]:
+    """All RCP records of a benchmark, sorted by batch size (under its name in the ruleset, which
+    may differ from round to round)."""
     from harness.core.rulesets import names_by_ruleset, rcp_records
 
-    name = names_by_ruleset(bench).get(ruleset, bench)
+    name = names_by_ruleset(bench.official).get(ruleset, bench.official)
     records = rcp_records(ruleset, name)
     if not records:
         raise ConfigError(
-            f"no RCP table for '{bench}' in ruleset {ruleset} (rcp_checker/training_{ruleset}/rcps_{name}.json)"
+            f"no RCP table for '{bench.name}' in ruleset {ruleset} (rcp_checker/training_{ruleset}/rcps_{name}.json)"
         )
     out = []
     for rec in records.values():
@@ -51,7 +57,7 @@ def _interp(bs: float, lo: RcpPoint, hi: RcpPoint) -> float:
 
 
 @cache
-def pruned(bench: str, ruleset: str = "4.0.0") -> tuple[RcpPoint, ...]:
+def pruned(bench: Benchmark, ruleset: str = "4.0.0") -> tuple[RcpPoint, ...]:
     """The checker's pruned set: drop batch sizes below the fastest-converging one, then any point
     that converges slower than the line between its neighbours."""
     pts = list(points(bench, ruleset))
@@ -66,18 +72,18 @@ def pruned(bench: str, ruleset: str = "4.0.0") -> tuple[RcpPoint, ...]:
     return tuple(pts)
 
 
-def bs_range(bench: str, ruleset: str = "4.0.0") -> tuple[int, int]:
+def bs_range(bench: Benchmark, ruleset: str = "4.0.0") -> tuple[int, int]:
     """(smallest reference batch, largest pruned RCP batch). The checker accepts any batch up to
     the largest (below the pruned set it compares against the smallest pruned RCP); above it
     answers `Missing RCP`."""
     return points(bench, ruleset)[0].bs, pruned(bench, ruleset)[-1].bs
 
 
-def check_bs(bench: str, gbs: int, ruleset: str = "4.0.0") -> None:
+def check_bs(bench: Benchmark, gbs: int, ruleset: str = "4.0.0") -> None:
     lo, hi = bs_range(bench, ruleset)
     if gbs > hi:
         raise ConfigError(
-            f"global batch size {gbs} is above the largest {bench} RCP ({hi}): the RCP checker "
+            f"global batch size {gbs} is above the largest {bench.name} RCP ({hi}): the RCP checker "
             f"would answer 'Missing RCP'; choose GBS <= {hi}"
         )
 
@@ -93,7 +99,7 @@ def _at(pts: tuple[RcpPoint, ...], gbs: int) -> float:
 
 
 @cache
-def checker_mean(bench: str, gbs: int, ruleset: str = "4.0.0") -> float:
+def checker_mean(bench: Benchmark, gbs: int, ruleset: str = "4.0.0") -> float:
     """The RCP mean mlperf_logging's rcp_checker (pruned pass) compares a submission at `gbs`
     with: the RCP at that batch, the interpolation between its pruned neighbours, or, below the
     smallest pruned RCP, that smallest one (accepted when the submission converges no faster)."""
@@ -102,31 +108,20 @@ def checker_mean(bench: str, gbs: int, ruleset: str = "4.0.0") -> float:
 
 
 @cache
-def reference_mean(bench: str, gbs: int, ruleset: str = "4.0.0") -> float:
+def reference_mean(bench: Benchmark, gbs: int, ruleset: str = "4.0.0") -> float:
     """What the reference runs say a run at `gbs` needs: the RCP at that batch, else the
     interpolation over all RCPs (pruned ones included), else the nearest end."""
     return _at(points(bench, ruleset), gbs)
 
 
-def converge(bench: str, gbs: int, ruleset: str = "4.0.0") -> float:
+def converge(bench: Benchmark, gbs: int, ruleset: str = "4.0.0") -> float:
     """RCP units the score sees at `gbs`: a run converging faster than the checker's RCP mean is
     scaled up to it (scaling.json), a slower one keeps its own, so the larger of the checker's
     mean and the reference runs' own figure at this batch (they differ below the smallest pruned
-    RCP, e.g. gpt3 1536, or stable_diffusion 512 under 3.1.0 whose RCPs count steps)."""
+    RCP, or where an older ruleset's RCPs count steps)."""
     return max(checker_mean(bench, gbs, ruleset), reference_mean(bench, gbs, ruleset))
 
 
-def samples_per_unit(bench: str, gbs: int, ruleset: str = "4.0.0") -> float:
-    """Samples per RCP unit: gpt3 counts tokens (1/2048 sequence), gnn epochs of the 94,605,581
-    training seeds, stable_diffusion before 4.0.0 steps (x GBS), the others samples."""
-    if bench == "gpt3":
-        return 1 / 2048
-    if bench == "gnn":
-        return 94_605_581
-    if bench == "stable_diffusion" and ruleset < "4.0.0":
-        return float(gbs)
-    return 1.0
-
-
-def samples_to_converge(bench: str, gbs: int, ruleset: str = "4.0.0") -> float:
-    return converge(bench, gbs, ruleset) * samples_per_unit(bench, gbs, ruleset)
+def samples_to_converge(bench: Benchmark, gbs: int, ruleset: str = "4.0.0") -> float:
+    """RCP units at `gbs` x the benchmark's samples per RCP unit (its cost model's)."""
+    return converge(bench, gbs, ruleset) * cost(bench).samples_per_rcp_unit(gbs, ruleset)

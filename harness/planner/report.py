@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from harness.planner import calibration as C
 from harness.planner import interval as I
-from harness.planner import params as P
 from harness.planner import workloads as W
 from harness.planner.hardware import DATA
 from harness.planner.interval import accuracy  # data/accuracy.yaml, read once for both
@@ -120,14 +119,14 @@ def to_json(plan: Plan, top: int, mode: str = "search", user: dict | None = None
     hw = plan.hardware
     best = distinct(plan, top)
     w = plan.workload or W.get(plan.bench)
-    n = P.parameters(w.name, w.cfg)
+    n = w.cost.parameters(w.cfg)
     k = plan.constants
     stack = plan.stack
-    found = I.novelty(plan.bench, hw, stack)
+    found = I.novelty(plan.bench.name, hw, stack)
     reasons = [r for r, _ in found]
     return {
         "schema_version": 2,
-        "benchmark": plan.bench,
+        "benchmark": plan.bench.name,
         "size": w.size,
         "system": hw.name,
         "mode": mode,
@@ -163,7 +162,7 @@ def to_json(plan: Plan, top: int, mode: str = "search", user: dict | None = None
         "candidates_fitting": len(plan.options),
         "rejected": plan.rejected,
         "notes": assumptions(plan),
-        "accuracy": accuracy_json(plan.bench),
+        "accuracy": accuracy_json(plan.bench.name),
         "constants": {
             "file": user["path"] if user else str(DATA / "efficiency.yaml"),
             "fitted_on_rows": len((C.efficiency_file().get("fitted_on") or {}).get("global", [])),

@@ -1,11 +1,11 @@
 """Layout search: enumerate the candidates the rules allow, drop those that do not fit memory (with
 the reason), predict the rest, rank by predicted time-to-train.
 
-gpt3 / llama2_70b_lora: TP (divisors of the NVLink domain), PP (divisors of the layer count), VP
-(interleaving; layers must split into PP x VP equal chunks), CP, MBS, and GA -> GBS. gnn /
-stable_diffusion: the per-accelerator batch (GBS = world x batch). Every candidate goes through
+Model-parallel workloads: TP (divisors of the NVLink domain), PP (divisors of the layer count), VP
+(interleaving; layers must split into PP x VP equal chunks), CP, MBS, and GA -> GBS. Data-parallel
+workloads: the per-accelerator batch (GBS = world x batch). Every candidate goes through
 `harness.core.layout.derive`, the one place layouts are checked; the GBS must lie in the range the
-official RCPs cover, and gpt3's learning rate follows from the GBS.
+official RCPs cover, and a learning rate the rules tie to the GBS follows from it (cost model).
 """
 
 from __future__ import annotations
@@ -13,7 +13,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
+import benchmarks
+from benchmarks.costs import Workload
 from harness.core.errors import ConfigError
 from harness.core.layout import derive
 from harness.planner import calibration as C
@@ -22,6 +25,9 @@ from harness.planner import rcp
 from harness.planner import stacks as S
 from harness.planner import timing as T
 from harness.planner import workloads as W
+
+if TYPE_CHECKING:
+    from benchmarks.benchmark import Benchmark
 
 RULESET = "4.0.0"
 
@@ -37,10 +43,10 @@ class Option:
     def minutes(self) -> float:
         return self.time["predicted_min"]
 
-    def overrides(self, w: W.Workload) -> dict:
+    def overrides(self, w: Workload) -> dict:
         c = self.candidate
         out = {"global_batch_size": c.gbs, "micro_batch_size": c.mbs}
-        if w.kind == "transformer":
+        if w.kind == "model_parallel":
             out.update(
                 tensor_model_parallel_size=c.tp,
                 pipeline_model_parallel_size=c.pp,
@@ -54,7 +60,7 @@ class Option:
 
 @dataclass
 class Plan:
-    bench: str
+    bench: Benchmark
     hardware: object
     options: list[Option]
     rejected: dict[str, int] = field(default_factory=dict)
@@ -63,7 +69,7 @@ class Plan:
     stack: S.Stack | None = None
     constants: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    workload: W.Workload | None = None
+    workload: Workload | None = None
     ruleset: str = RULESET
 
 
@@ -102,15 +108,10 @@ class Policy:
     feature_store: str = ""
 
 
-def implementation(bench_name: str) -> dict:
-    """What the harness's own implementation (benchmarks/<name>/config.py) can run: its parallel
+def implementation(bench: Benchmark) -> dict:
+    """What the harness's own implementation (its typed config class) can run: its parallel
     degrees (`SUPPORTS`), whether it shards weights with FSDP, and its recompute modes."""
-    import benchmarks
-
-    try:
-        cls = benchmarks.config_class(bench_name)  # config modules never import torch
-    except ConfigError:  # benchmark folder not there (yet): plan as the record implementations run
-        return {"supports": W.get(bench_name).supports, "fsdp": False, "recompute": None}
+    cls = bench.config  # config modules never import torch
     fields = cls.model_fields
     out: dict = {"supports": tuple(getattr(cls, "SUPPORTS", ())), "fsdp": False, "recompute": None}
     if "fsdp" in fields:
@@ -120,12 +121,17 @@ def implementation(bench_name: str) -> dict:
     return out
 
 
-def policy(w: W.Workload, hw, stack: S.Stack, k: dict, supports=None, fsdp=None, recompute=None) -> Policy:
+def policy(w: Workload, hw, stack: S.Stack, k: dict, supports=None, fsdp=None, recompute=None) -> Policy:
     fp8 = hw.has_fp8() and stack.uses_fp8() and w.precision == "fp8"
     if stack.name == "mlperf-harness":
-        impl = implementation(w.name)
+        assert w.bench is not None
+        impl = implementation(w.bench)
         cfg = w.cfg
         on_gpu = hw.kind != "cpu"
+        harness: dict[str, Any] = {  # what the harness's config runs, then what its cost model adds
+            "distributed_optimizer": bool(getattr(cfg, "distributed_optimizer", False)),
+            **w.cost.policy(w, hw, k, "harness"),
+        }
         return Policy(
             impl="harness",
             supports=tuple(impl["supports"] if supports is None else supports),
@@ -133,19 +139,17 @@ def policy(w: W.Workload, hw, stack: S.Stack, k: dict, supports=None, fsdp=None,
             recompute=recompute or impl["recompute"] or C.RECOMPUTE_ORDER,
             fp8=on_gpu and hw.has_fp8() and bool(getattr(cfg, "fp8", False)),
             tp_comm_overlap=on_gpu and bool(getattr(cfg, "tp_comm_overlap", False)),
-            distributed_optimizer=bool(getattr(cfg, "distributed_optimizer", False))
-            or (on_gpu and w.name == "gpt3"),
-            feature_store="sampler" if w.name == "gnn" else "",
+            **harness,
         )
     layouts = stack.layouts if supports is None else supports
     return Policy(
         impl="record",
         supports=tuple(w.supports if layouts is None else layouts),
         fsdp=bool(stack.features.get("sharded_weights")) if fsdp is None else fsdp,
-        recompute=recompute or (C.RECOMPUTE_ORDER if w.kind == "transformer" else ("none",)),
+        recompute=recompute or (C.RECOMPUTE_ORDER if w.kind == "model_parallel" else ("none",)),
         fp8=fp8,
         tp_comm_overlap=hw.intra_gbs >= 100,  # userbuffer TP overlap needs NVLink-class links
-        feature_store=M.gnn_placement(hw, k) if w.name == "gnn" else "",
+        **w.cost.policy(w, hw, k, "record"),
     )
 
 
@@ -161,8 +165,8 @@ def _candidate(pol: Policy, **layout) -> M.Candidate:
     )
 
 
-def _transformer_candidates(w: W.Workload, hw, pol: Policy, gbs: int | None, ruleset: str):
-    lo, hi = rcp.bs_range(w.name, ruleset)
+def _model_parallel_candidates(w: Workload, hw, pol: Policy, gbs: int | None, ruleset: str):
+    lo, hi = rcp.bs_range(w.bench, ruleset)
     allowed = pol.supports
     for tp in (1, 2, 4, 8) if "tp" in allowed else (1,):  # powers of two: heads and GEMMs divide evenly
         if tp > hw.domain or hw.domain % tp:
@@ -186,8 +190,8 @@ def _transformer_candidates(w: W.Workload, hw, pol: Policy, gbs: int | None, rul
                             yield _candidate(pol, tp=tp, pp=pp, vp=vp, cp=cp, mbs=mbs, gbs=g)
 
 
-def _dp_candidates(w: W.Workload, hw, pol: Policy, gbs: int | None, ruleset: str):
-    lo, hi = rcp.bs_range(w.name, ruleset)
+def _dp_candidates(w: Workload, hw, pol: Policy, gbs: int | None, ruleset: str):
+    lo, hi = rcp.bs_range(w.bench, ruleset)
     if gbs is not None:
         if gbs % hw.world == 0:
             yield _candidate(pol, mbs=gbs // hw.world, gbs=gbs)
@@ -198,7 +202,7 @@ def _dp_candidates(w: W.Workload, hw, pol: Policy, gbs: int | None, ruleset: str
             yield _candidate(pol, mbs=b, gbs=g)
 
 
-def _check(c: M.Candidate, w: W.Workload, hw, supports) -> None:
+def _check(c: M.Candidate, w: Workload, hw, supports) -> None:
     derive(
         SimpleNamespace(
             tensor_model_parallel_size=c.tp,
@@ -219,7 +223,7 @@ def _check(c: M.Candidate, w: W.Workload, hw, supports) -> None:
 def fit_least_recompute(w, c, hw, k, recomputes):
     """(candidate with the least recompute that fits, its memory) or (None, memory of the last)."""
     mem = {}
-    model = M.model_bytes(w, c, hw) if w.kind == "transformer" else None
+    model = M.model_bytes(w, c, hw) if w.kind == "model_parallel" else None
     for rc in recomputes:
         c = M.with_recompute(c, rc)
         mem = M.estimate(w, c, hw, k, model)
@@ -229,7 +233,7 @@ def fit_least_recompute(w, c, hw, k, recomputes):
 
 
 def search_layouts(
-    bench: str,
+    bench: Benchmark,
     hw,
     gbs: int | None = None,
     k: dict | None = None,
@@ -238,7 +242,7 @@ def search_layouts(
     recompute: tuple[str, ...] | None = None,
     stack: S.Stack | None = None,
     ruleset: str = RULESET,
-    workload: W.Workload | None = None,
+    workload: Workload | None = None,
     user: dict | None = None,
 ) -> Plan:
     """All allowed layouts of `bench` on `hw`, fastest first, for the implementation of `stack`
@@ -252,16 +256,16 @@ def search_layouts(
     if gbs is not None:
         if gbs < 1:
             raise ConfigError(f"--global-batch-size must be positive (got {gbs})")
-        rcp.check_bs(w.name, gbs, ruleset)
+        rcp.check_bs(bench, gbs, ruleset)
     pol = policy(w, hw, stack, k, supports, fsdp, recompute)
-    plan = Plan(w.name, hw, [], stack=stack, constants=k, notes=notes, workload=w, ruleset=ruleset)
+    plan = Plan(bench, hw, [], stack=stack, constants=k, notes=notes, workload=w, ruleset=ruleset)
     gen = (
-        _transformer_candidates(w, hw, pol, gbs, ruleset)
-        if w.kind == "transformer"
+        _model_parallel_candidates(w, hw, pol, gbs, ruleset)
+        if w.kind == "model_parallel"
         else _dp_candidates(w, hw, pol, gbs, ruleset)
     )
     options = []
-    recomputes = pol.recompute if w.kind == "transformer" else ("none",)
+    recomputes = pol.recompute if w.kind == "model_parallel" else ("none",)
     mem: dict = {}
     memo: dict = {}
     checked: dict = {}
@@ -278,7 +282,7 @@ def search_layouts(
         if checked[ckey]:
             plan.rejected[checked[ckey]] = plan.rejected.get(checked[ckey], 0) + 1
             continue
-        key = M.memory_key(w, c, hw.world) if w.kind == "transformer" else None
+        key = M.memory_key(w, c, hw.world) if w.kind == "model_parallel" else None
         if key is not None and key in memo:  # the same layout at another GBS: same memory
             rc, mem = memo[key]
             fits = M.with_recompute(c, rc) if rc else None
@@ -288,7 +292,7 @@ def search_layouts(
                 memo[key] = (fits.recompute if fits else None, mem)
         if fits is not None:
             t = T.time_to_train(w, fits, hw, k, ruleset)
-            options.append(Option(fits, mem, t, W.learning_rate(w, fits.gbs)))
+            options.append(Option(fits, mem, t, w.cost.learning_rate(w, fits.gbs)))
             continue
         biggest = max(mem, key=mem.get)
         extra = " even with full recompute" if "full" in recomputes else ""
@@ -296,7 +300,7 @@ def search_layouts(
         plan.rejected[reason] = plan.rejected.get(reason, 0) + 1
     plan.options = sorted(options, key=lambda o: o.minutes)
     if not plan.considered:
-        lo, hi = rcp.bs_range(w.name, ruleset)
+        lo, hi = rcp.bs_range(w.bench, ruleset)
         raise ConfigError(
             f"no {w.name} layout on {hw.name}: {hw.world} accelerators need a global batch the "
             f"rules allow (RCPs up to {hi}){' and that divides by DP' if gbs else ''}; "
@@ -312,7 +316,7 @@ def search_layouts(
 
 
 def price(
-    w: W.Workload,
+    w: Workload,
     hw,
     layout,
     stack: S.Stack,
@@ -340,8 +344,9 @@ def price(
             f"this layout needs {sum(mem.values()):.1f} GiB per accelerator, more than {hw.memory_gib:.0f}"
         )
     t = T.time_to_train(w, c, hw, k, ruleset, tiny=(user or {}).get("tiny"))
+    assert w.bench is not None
     plan = Plan(
-        w.name,
+        w.bench,
         hw,
         [Option(c, mem, t, None)],
         considered=1,
@@ -359,6 +364,5 @@ def predict(row: C.Published, k: dict, stack: S.Stack | None = None) -> float:
     hw = row.hardware()
     stack = stack or S.recognise(hw)
     kr, _ = C.for_prediction(row.bench, hw, stack, k)
-    return (
-        search_layouts(row.bench, hw, gbs=row.gbs, k=kr, stack=stack, ruleset=row.ruleset).options[0].minutes
-    )
+    bench = benchmarks.get(row.bench)  # a published row names its benchmark (data): the object here
+    return search_layouts(bench, hw, gbs=row.gbs, k=kr, stack=stack, ruleset=row.ruleset).options[0].minutes

@@ -26,15 +26,21 @@ import statistics
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
+from benchmarks.costs import Workload
 from harness.core.errors import ConfigError
 from harness.planner import calibration as C
 from harness.planner import memory as M
 from harness.planner import stacks as S
 from harness.planner import timing as T
 from harness.planner import workloads as W
+from harness.planner.params import cost
+
+if TYPE_CHECKING:
+    from benchmarks.benchmark import Benchmark
 
 # (key, per benchmark?, prior weight): weight = how strongly the runs must argue to move it
 FREE = (
@@ -90,7 +96,7 @@ def read_events(path: Path) -> list[dict]:
 class Run:
     path: str
     plan: object
-    workload: W.Workload
+    workload: Workload
     hw: object
     step_s: float
     eval_s: float | None
@@ -101,8 +107,7 @@ class Run:
     success: bool
 
 
-def read_run(run_dir: str, bench: str, hw) -> Run:
-    import benchmarks
+def read_run(run_dir: str, bench: Benchmark, hw) -> Run:
     from harness.core.runplan import RunPlan
 
     d = Path(run_dir)
@@ -114,8 +119,8 @@ def read_run(run_dir: str, bench: str, hw) -> Run:
         raise ConfigError(
             f"{d / 'plan.json'}: not a plan this harness can read ({str(e).splitlines()[0]})"
         ) from None
-    if rp.benchmark != bench:
-        raise ConfigError(f"{d}: a {rp.benchmark} run, not {bench}")
+    if rp.benchmark != bench.name:
+        raise ConfigError(f"{d}: a {rp.benchmark} run, not {bench.name}")
     if rp.submission.system != hw.name:
         raise ConfigError(f"{d}: a run on system '{rp.submission.system}', not '{hw.name}'")
     rows = read_timings(d / "timings.jsonl")
@@ -136,7 +141,7 @@ def read_run(run_dir: str, bench: str, hw) -> Run:
     return Run(
         path=str(d),
         plan=rp,
-        workload=W.get(bench, benchmarks.typed_config(rp), rp.size),
+        workload=W.get(bench, bench.typed(rp.config), rp.size),
         hw=run_hw,
         step_s=statistics.mean(r["step_time_s"] for r in steady),
         eval_s=statistics.mean(evals) / 1000 if evals else None,
@@ -164,7 +169,7 @@ def predicted(run: Run, k: dict) -> dict:
     parts = T.step(run.workload, c, run.hw, k)
     scale = k.get("time_scale", 1.0)
     lay = run.plan.layout
-    _, per_eval = W.n_evals(run.workload, lay.global_batch_size, lay.global_batch_size)
+    _, per_eval = run.workload.cost.evals(run.workload, lay.global_batch_size, lay.global_batch_size)
     one_eval = (
         T.bench_value(k, "eval_overhead_s", run.workload.name)
         + T._eval_work(run.workload, c, run.hw, k, per_eval)
@@ -181,12 +186,13 @@ def predicted(run: Run, k: dict) -> dict:
     return {"step_s": sum(parts.values()), "eval_s": one_eval, "data_s": data, "time_to_train_s": ttt}
 
 
-def _names(bench: str) -> list[tuple[str, str | None, float]]:
-    return [(key, bench if per else None, w) for key, per, w in FREE]
+def _names(bench: Benchmark) -> list[tuple[str, str | None, float]]:
+    """(constant, the benchmark's key under it or None, prior weight) of every free constant."""
+    return [(key, bench.name if per else None, w) for key, per, w in FREE]
 
 
-def fit_runs(runs: list[Run], bench: str, prior: dict) -> dict:
-    """The harness constants fitted on `runs` (a flat constants dict)."""
+def fit_runs(runs: list[Run], bench: Benchmark, prior: dict) -> dict:
+    """The harness constants fitted on `runs` of `bench` (a flat constants dict)."""
     import numpy as np
     from scipy.optimize import least_squares
 
@@ -223,19 +229,19 @@ def fit_runs(runs: list[Run], bench: str, prior: dict) -> dict:
     return consts(np.exp(res.x))
 
 
-def calibrate(bench: str, system: str, hw, run_dirs: list[str], out: str | None) -> dict:
+def calibrate(bench: Benchmark, system: str, hw, run_dirs: list[str], out: str | None) -> dict:
     if not run_dirs:
         raise ConfigError("--calibrate needs at least one RUN_DIR (results/runs/<bench>/<system>/<id>)")
-    bench = W.canonical(bench)
+    cost(bench)  # a benchmark without a cost model: its one line before any run folder is read
     runs = [read_run(d, bench, hw) for d in run_dirs]
-    prior, _ = C.for_prediction(bench, hw, S.make("mlperf-harness"))
+    prior, _ = C.for_prediction(bench.name, hw, S.make("mlperf-harness"))
     k = fit_runs(runs, bench, prior)
     keep = {key for key, _, _ in FREE}
     constants = {key: (dict(v) if isinstance(v, dict) else v) for key, v in k.items() if key in keep}
     doc: dict = {
         "system": system,
         "stack": "mlperf-harness",
-        "benchmark": bench,
+        "benchmark": bench.name,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "constants": constants,
         "runs": [],
@@ -260,7 +266,7 @@ def calibrate(bench: str, system: str, hw, run_dirs: list[str], out: str | None)
     if tiny:
         gbs = tiny[0].plan.layout.global_batch_size
         same = [r.steps * gbs for r in tiny if r.plan.layout.global_batch_size == gbs]
-        doc["tiny"] = {bench: {"samples": float(statistics.mean(same)), "gbs": gbs, "runs": len(same)}}
+        doc["tiny"] = {bench.name: {"samples": float(statistics.mean(same)), "gbs": gbs, "runs": len(same)}}
     path = Path(out) if out else folder() / f"{system}.yaml"
     _atomic_write(path, yaml.safe_dump(doc, sort_keys=False))
     doc["path"] = str(path)

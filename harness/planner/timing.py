@@ -17,23 +17,23 @@
     fsdp      sharded weights (FSDP2 / ZeRO-3): two all-gathers of the stage's weights per
               microbatch (forward, and again in backward) + the gradients' reduce-scatter,
               exposed beyond fsdp_overlap x compute
-    gather    gnn: feature rows of the sampled nodes: NVIDIA's GPU-resident store (node/global/host
-              placement) at gather_eff of the link; the harness samples and gathers on the host
-              CPU: host_sample_s_per_node per node + row bytes / host_gather_gbs
+    gather    data-parallel workloads: input work per sample the FLOPs do not count, from the
+              benchmark's cost model (`input_s_per_sample`; 0 for most)
     overhead  step_overhead_s[bench] x stack_overhead[stack][bench] per step + microbatch_overhead_s[bench] per microbatch
               (the harness: Python per forward/backward) + data_s_per_sample x samples per rank
-    eval      the benchmark's evaluations at its cadence (forward only), each + eval_overhead_s;
-              the harness also saves a resumable checkpoint every checkpoint_interval_steps
-              (checkpoint_s[bench] each)
+    eval      the benchmark's evaluations at its cadence (forward only), each + eval_overhead_s,
+              or the cost model's own evaluation work (`eval_work`); the harness also saves a
+              resumable checkpoint every `checkpoint_every_steps` (checkpoint_s[bench] each)
 Every term x time_scale (1; a calibration of the harness's constants sets this machine's speed).
-Samples to converge: the RCP mean at this GBS (harness.planner.rcp) at full size, so larger batches
-pay for the extra samples they need; tiny sizes from data/tiny.yaml or the user's calibration.
+Samples to converge (harness.planner.workloads): the RCP mean at this GBS at full size, so larger
+batches pay for the extra samples they need; tiny sizes from data/tiny.yaml or the user's calibration.
 """
 
 from __future__ import annotations
 
 import math
 
+from benchmarks.costs import Workload
 from harness.planner import workloads as W
 from harness.planner.memory import Candidate
 
@@ -43,7 +43,7 @@ def bench_value(k: dict, key: str, bench: str, default: float = 0.0) -> float:
     return float(v.get(bench, default)) if isinstance(v, dict) else float(v)
 
 
-def compute_rate(w: W.Workload, c: Candidate, hw, k: dict) -> float:
+def compute_rate(w: Workload, c: Candidate, hw, k: dict) -> float:
     """Useful FLOP/s per accelerator at large microbatches."""
     precision = "bf16" if w.precision == "fp8" else w.precision
     rate = hw.peak(precision) * bench_value(k, "mfu", w.name)
@@ -68,9 +68,9 @@ def _exposed(t: float, hide_s: float) -> float:
     return max(0.0, t - hide_s)
 
 
-def step(w: W.Workload, c: Candidate, hw, k: dict) -> dict:
+def step(w: Workload, c: Candidate, hw, k: dict) -> dict:
     """Seconds per optimizer step by component (x time_scale: a calibrated machine's speed)."""
-    parts = _transformer_step(w, c, hw, k) if w.kind == "transformer" else _dp_step(w, c, hw, k)
+    parts = _model_parallel_step(w, c, hw, k) if w.kind == "model_parallel" else _dp_step(w, c, hw, k)
     scale = k.get("time_scale", 1.0)
     return {name: v * scale for name, v in parts.items()} if scale != 1.0 else parts
 
@@ -98,7 +98,7 @@ def _tp_per_mb(w, c, hw, k, layers: float, forward_only: bool = False) -> float:
     return t * exposed
 
 
-def _transformer_step(w, c, hw, k):
+def _model_parallel_step(w, c, hw, k):
     world = hw.world
     dp, ga = c.dp(world), c.ga(world)
     tokens = c.mbs * w.seq / c.cp
@@ -144,28 +144,12 @@ def _overheads(w, k, ga: int, samples_rank: int) -> float:
     )
 
 
-def _gather_s_per_seed(w, hw, k, placement: str) -> float:
-    if placement == "sampler":  # the harness: host CPU samples and gathers, then one H2D copy
-        row = w.cfg.in_channels * (1 if getattr(w.cfg, "fp8_features", False) else 4)
-        return w.nodes_per_seed * (k["host_sample_s_per_node"] + row / (k["host_gather_gbs"] * 1e9))
-    if placement == "node":
-        bw = hw.intra_gbs * 1e9
-    elif placement == "global":
-        remote = 1 - 1 / max(1, hw.world // hw.domain)
-        bw = 1e9 / (remote / hw.inter_gbs + (1 - remote) / hw.intra_gbs)
-    else:
-        bw = hw.host_gbs * 1e9
-    return w.nodes_per_seed * w.cfg.in_channels / (bw * k["gather_eff"])  # FP8 rows: 1 B a feature
-
-
 def _dp_step(w, c, hw, k):
     world = hw.world
     ga = c.ga(world)
     rate = compute_rate(w, c, hw, k)
     compute = c.gbs / world * w.flops_per_sample / rate
-    gather = 0.0
-    if w.name == "gnn":
-        gather = c.gbs / world * _gather_s_per_seed(w, hw, k, c.feature_store)
+    gather = c.gbs / world * w.cost.input_s_per_sample(w, c, hw, k)
     per_domain = min(world, hw.domain)
     bw = _dp_bandwidth(hw, world, per_domain, k)
     grad_b = 8 if c.impl == "harness" else 4  # fp32 all-reduce (DDP) vs the record implementations' 16-bit
@@ -180,11 +164,13 @@ def _dp_step(w, c, hw, k):
     }
 
 
-def eval_seconds(w: W.Workload, c: Candidate, hw, k: dict, samples: float) -> tuple[float, float]:
+def eval_seconds(w: Workload, c: Candidate, hw, k: dict, samples: float) -> tuple[float, float]:
     """(seconds of all evaluations, number of evaluations)."""
-    if w.name == "stable_diffusion":
-        return _sd_eval(w, c, hw, k, samples)
-    n, per_eval = W.n_evals(w, samples, c.gbs)
+    own = w.cost.eval_work(w, c, hw, samples, compute_rate(w, c, hw, k))
+    if own is not None:  # the cost model's own evaluation: eval_overhead_s once each, no stack factor
+        n, work = own
+        return n * (bench_value(k, "eval_overhead_s", w.name) + work) * k.get("time_scale", 1.0), n
+    n, per_eval = w.cost.evals(w, samples, c.gbs)
     if not n:
         return 0.0, 0.0
     one = bench_value(k, "eval_overhead_s", w.name) * k.get("stack_overhead_factor", 1.0)
@@ -195,7 +181,7 @@ def eval_seconds(w: W.Workload, c: Candidate, hw, k: dict, samples: float) -> tu
 def _eval_work(w, c, hw, k, per_eval):
     """Seconds of one evaluation's forward passes (the slowest rank)."""
     rate = compute_rate(w, c, hw, k)
-    if w.kind == "transformer":
+    if w.kind == "model_parallel":
         tokens = c.mbs * w.seq / c.cp
         eff_mb = tokens / (tokens + k["tokens_half"])
         mbs = (w.eval_mbs or c.mbs) if c.impl == "harness" else c.mbs
@@ -205,41 +191,22 @@ def _eval_work(w, c, hw, k, per_eval):
         per_mb += _tp_per_mb(w, c, hw, k, w.layers / c.pp, forward_only=True)
         per_mb += bench_value(k, "microbatch_overhead_s", w.name) * k["eval_microbatch_share"]
         return mb * per_mb * (1 + bubble)
-    per_seed = w.fwd_flops_per_sample / rate
-    if w.name == "gnn":
-        per_seed += _gather_s_per_seed(w, hw, k, c.feature_store)
-    return per_eval / hw.world * per_seed
-
-
-def _sd_eval(w, c, hw, k, samples):
-    """The record implementations score checkpoints offline (untimed); the harness generates
-    eval_samples images with sampling_steps UNet passes (x2 with guidance) per checkpoint."""
-    cfg = w.cfg
-    if c.impl != "harness":
-        return 0.0, 0.0
-    every = math.ceil(cfg.checkpoint_every_images / c.gbs) * c.gbs
-    n = max(0, samples // every - cfg.eval_start_images // every)
-    passes = cfg.sampling_steps * (2 if cfg.guidance_scale != 1.0 else 1)
-    work = cfg.eval_samples / hw.world * passes * w.fwd_flops_per_sample / compute_rate(w, c, hw, k)
-    return n * (bench_value(k, "eval_overhead_s", w.name) + work) * k.get("time_scale", 1.0), n
+    per_sample = w.fwd_flops_per_sample / rate + w.cost.input_s_per_sample(w, c, hw, k)
+    return per_eval / hw.world * per_sample
 
 
 def _checkpoints(w, c, k, steps: int) -> float:
-    """The harness saves resumable checkpoints every checkpoint_interval_steps (at an evaluation
+    """The harness saves resumable checkpoints every `checkpoint_every_steps` (at an evaluation
     boundary), each costing checkpoint_s[bench]; the record implementations' times include none."""
-    cfg = w.cfg  # stable_diffusion's checkpoint_interval_steps is its UNet scoring cadence
-    every = getattr(cfg, "resumable_checkpoint_interval_steps", None) or getattr(
-        cfg, "checkpoint_interval_steps", 0
-    )
-    every = every if c.impl == "harness" else 0
+    every = w.cost.checkpoint_every_steps(w.cfg) if c.impl == "harness" else 0
     if not every:
         return 0.0
     return steps // every * bench_value(k, "checkpoint_s", w.name) * k.get("time_scale", 1.0)
 
 
-def time_to_train(w: W.Workload, c: Candidate, hw, k: dict, ruleset: str = "4.0.0", tiny=None) -> dict:
+def time_to_train(w: Workload, c: Candidate, hw, k: dict, ruleset: str = "4.0.0", tiny=None) -> dict:
     """Predicted minutes with the step breakdown (seconds) and the samples to converge."""
-    samples = w.samples_to_converge(c.gbs, ruleset, tiny)
+    samples = W.samples_to_converge(w, c.gbs, ruleset, tiny)
     steps = math.ceil(samples / c.gbs)
     parts = step(w, c, hw, k)
     step_s = sum(parts.values())

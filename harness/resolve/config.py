@@ -17,15 +17,12 @@ from typing import Any
 import yaml
 
 import benchmarks
-from benchmarks.base import BenchmarkConfig, BenchmarkDef
+from benchmarks.base import BenchmarkConfig
+from benchmarks.benchmark import Benchmark
 from harness.core.errors import ConfigError, suggest
 from harness.core.schema import load_yaml, validate
 
 CONFIG_FILE_KEYS = {"size", "config"}
-
-
-def config_class(defn: BenchmarkDef) -> type[BenchmarkConfig]:
-    return benchmarks.config_class(defn.name)
 
 
 def parse_sets(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
@@ -60,7 +57,7 @@ def _config_file(path: Path, size: str) -> dict[str, Any] | None:
 
 
 def resolve(
-    defn: BenchmarkDef,
+    bench: Benchmark,
     size: str,
     system_name: str,
     division: str,
@@ -77,34 +74,35 @@ def resolve(
         from benchmarks.tiny_rules import closed_values
         from harness.core.rulesets import for_run
 
-        closed = closed_values(defn.name, ruleset or for_run(defn.name)[0], size)
-    cls = config_class(defn)
+        closed = closed_values(bench, ruleset or for_run(bench.official)[0], size)
+    defn = bench.rules
+    cls = bench.config
     fields = set(cls.model_fields)
     layers: list[tuple[str, dict[str, Any]]] = []
     files: list[str] = []
-    folder = benchmarks.folder(defn.name) / "configs"
+    folder = bench.configs_dir
     if size == "tiny":
         tiny = _config_file(folder / "tiny.yaml", "tiny")
         if tiny is None:
-            raise ConfigError(f"{defn.name} has no tiny size ({_rel(folder / 'tiny.yaml')} is missing)")
+            raise ConfigError(f"{bench.name} has no tiny size ({rel(folder / 'tiny.yaml')} is missing)")
         layers.append(("size:tiny", tiny))
-        files.append(_rel(folder / "tiny.yaml"))
+        files.append(rel(folder / "tiny.yaml"))
     sys_file = folder / f"{system_name}.yaml"
     tuned = _config_file(sys_file, size)
     if tuned is not None:
         layers.append((f"system:{system_name}", tuned))
-        files.append(_rel(sys_file))
+        files.append(rel(sys_file))
     elif size == "full" and fallback is not None:
         # No config tuned for this system: the planner's best layout (`mlperf plan`) fills the gap.
         layers.append(("planner", fallback(overrides)))
-        files.append(f"`mlperf plan {defn.name} --system {system_name}`")
+        files.append(f"`mlperf plan {bench.name} --system {system_name}`")
 
     # --set: unknown keys and fixed closed-division hyperparameters are refused up front.
     for k, v in overrides.items():
         if k not in fields:
             raise ConfigError(
-                f"--set {k}: unknown key for {defn.name}{suggest(k, fields)}; "
-                f"see `mlperf run {defn.name} --dry-run` for all keys"
+                f"--set {k}: unknown key for {bench.name}{suggest(k, fields)}; "
+                f"see `mlperf run {bench.name} --dry-run` for all keys"
             )
         allowed, _rule, where = closed.get(k, (None, "", ""))
         # Closed division: every closed value. An open tiny run (cpu-local): the fixed ones only,
@@ -114,7 +112,7 @@ def resolve(
         if allowed is not None and binding and v not in allowed:
             one = str(allowed[0]) if len(allowed) == 1 else "one of " + ", ".join(map(str, allowed))
             raise ConfigError(
-                f"--set {k}={v}: '{k}' is fixed at {one} by the closed-division rules of {defn.name} "
+                f"--set {k}={v}: '{k}' is fixed at {one} by the closed-division rules of {bench.official} "
                 f"(ruleset {ruleset}, {where}); only an open-division full-size run may change it"
             )
     if overrides:
@@ -128,7 +126,7 @@ def resolve(
                 raise ConfigError(f"{source}: unknown key '{k}'{suggest(k, fields)}")
             merged[k] = v
             provenance[k] = source
-    cfg = validate(cls, merged, f"{defn.name} config")
+    cfg = validate(cls, merged, f"{bench.name} config")
     for k in fields:
         if k not in provenance:
             default = cls.model_fields[k].default
@@ -136,7 +134,8 @@ def resolve(
     return cfg, provenance, [f"{s} ({f})" for (s, _), f in zip(layers, files + ["command line"])]
 
 
-def _rel(p: Path) -> str:
+def rel(p: Path) -> str:
+    """A path under the repository as the user sees it in this repository (benchmarks/...)."""
     try:
         return str(p.relative_to(benchmarks.ROOT.parent))
     except ValueError:

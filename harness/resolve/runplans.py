@@ -1,6 +1,6 @@
 """(benchmark, system, size, --set) -> one RunPlan per run, validated; nothing is started or written.
 
-    r = resolve_runs("gpt3", "cpu-local", runs=3)     # Resolved: plans + system + provenance
+    r = resolve_runs(benchmarks.get("gpt3"), "cpu-local", runs=3)   # Resolved: plans + system + provenance
     harness/run/execute.py writes r.plans into their run folders and launches them
 
 Pure: reads benchmarks/ and systems/ YAML only. A full-size system without a tuned config needs a
@@ -19,10 +19,11 @@ from pathlib import Path
 import benchmarks
 from harness.core import layout as layout_mod
 from harness.core import rulesets
+from harness.core.benchmark import Implementation
 from harness.core.errors import ConfigError, suggest
 from harness.core.runplan import MIN_POWER_READINGS, RunPlan, Submission
 from harness.resolve import config as config_mod
-from harness.resolve import registry, switches, systems
+from harness.resolve import switches, systems
 
 DEFAULT_DATA_ROOT = Path(
     os.environ.get("MLPERF_DATA_DIR", Path.home() / ".cache" / "mlperf-harness" / "data")
@@ -35,8 +36,8 @@ MAX_RUNS = 100
 # Seeds fit a signed int32, what every RNG the benchmarks seed (torch, numpy, python) accepts.
 SEED_MAX = 2**31 - 1
 
-# fallback(benchmark name, system spec, global batch size or None, ruleset) -> config values for the system
-Fallback = Callable[[str, "systems.SystemSpec", "int | None", str], dict]
+# fallback(benchmark, system spec, global batch size or None, ruleset) -> config values for the system
+Fallback = Callable[[benchmarks.Benchmark, "systems.SystemSpec", "int | None", str], dict]
 
 
 @dataclass
@@ -45,7 +46,7 @@ class Resolved:
 
     plans: list[RunPlan]
     system: systems.SystemSpec
-    definition: benchmarks.BenchmarkDef
+    benchmark: benchmarks.Benchmark
     sources: list[str]
     launcher: str
     notes: list[str] = field(default_factory=list)
@@ -76,7 +77,7 @@ def choose_launcher(kind: str | None, system, world_size: int) -> str:
 
 
 def resolve_runs(
-    benchmark: str,
+    bench: benchmarks.Benchmark,
     system: str,
     size: str | None = None,
     runs: int | None = None,
@@ -92,32 +93,32 @@ def resolve_runs(
 ) -> Resolved:
     from benchmarks.tiny_rules import closed_values
 
-    defn = benchmarks.get(benchmark)
-    rs, logged, rs_how = rulesets.for_run(defn.name, ruleset, round_name)
+    defn = bench.rules
+    rs, logged, rs_how = rulesets.for_run(bench.official, ruleset, round_name)
     spec = systems.load(system)
     if nproc_per_node is not None:
         spec = spec.with_overrides(accelerators_per_node=nproc_per_node)
     size = size or default_size(spec)
     if size not in defn.sizes:
-        raise ConfigError(f"{defn.name} has no '{size}' size (sizes: {', '.join(defn.sizes)})")
+        raise ConfigError(f"{bench.name} has no '{size}' size (sizes: {', '.join(defn.sizes)})")
     overrides = config_mod.parse_sets(sets)
     notes: list[str] = []
 
     def proposed(sets: dict) -> dict:
         if fallback is None:
             raise ConfigError(
-                f"no tuned config for {defn.name} on {spec.name} "
-                f"(benchmarks/{defn.name}/configs/{spec.name}.yaml) and no planner to propose one"
+                f"no tuned config for {bench.name} on {spec.name} "
+                f"({config_mod.rel(bench.configs_dir / (spec.name + '.yaml'))}) and no planner to propose one"
             )
         notes.append(
             f"no tuned config for {spec.name}: using the best layout of "
-            f"`mlperf plan {defn.name} --system {spec.name}`"
+            f"`mlperf plan {bench.name} --system {spec.name}`"
         )
-        return fallback(defn.name, spec, sets.get("global_batch_size"), rs)
+        return fallback(bench, spec, sets.get("global_batch_size"), rs)
 
-    closed = closed_values(defn.name, rs, size)
+    closed = closed_values(bench, rs, size)
     cfg, provenance, sources = config_mod.resolve(
-        defn, size, spec.name, spec.division, overrides, proposed, closed=closed, ruleset=rs
+        bench, size, spec.name, spec.division, overrides, proposed, closed=closed, ruleset=rs
     )
     lay = layout_mod.derive(
         cfg,
@@ -128,13 +129,14 @@ def resolve_runs(
         supports=type(cfg).SUPPORTS,
     )
     # Every switch is honoured here or refused with one line, on CPU and GPU systems alike.
-    switches.check(defn.name, cfg, provenance, spec.name, spec.accelerator.kind, lay)
+    switches.check(bench, cfg, provenance, spec.name, spec.accelerator.kind, lay)
     # A switch whose library is absent here: noted now, refused by `mlperf run` before launch.
-    notes += switches.library_notes(defn.name, cfg.model_dump())
-    if spec.power is not None and not registry.spec(defn.name).power_extension:
+    notes += switches.library_notes(bench, cfg.model_dump())
+    impl = runnable(bench)
+    if spec.power is not None and not impl.power_extension:
         need_s = MIN_POWER_READINGS * spec.power.interval_s
         notes.append(
-            f"power: {defn.name}'s loop ends at run_stop; a run shorter than {MIN_POWER_READINGS} readings "
+            f"power: {bench.name}'s loop ends at run_stop; a run shorter than {MIN_POWER_READINGS} readings "
             f"({need_s:g} s at interval_s {spec.power.interval_s:g}) is claimed without energy"
         )
     n = runs if runs is not None else defn.runs_per_result
@@ -147,9 +149,9 @@ def resolve_runs(
             f"--seed {seed}: give 0 to {SEED_MAX - (n - 1)} (run i uses seed+i, and seeds are 31-bit)"
         )
     base_seed = seed if seed is not None else secrets.randbelow(SEED_MAX + 1 - (n - 1))
-    data = Path(data_dir) if data_dir else DEFAULT_DATA_ROOT / defn.name / size
+    data = Path(data_dir) if data_dir else DEFAULT_DATA_ROOT / bench.name / size
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    runs_root = Path(results_dir).resolve() / "runs" / defn.name / spec.name
+    runs_root = Path(results_dir).resolve() / "runs" / bench.name / spec.name
     sub = Submission(
         org=spec.submitter,
         division=spec.division,
@@ -163,11 +165,11 @@ def resolve_runs(
         run_dir = runs_root / f"{stamp}-{os.getpid()}-{i}"
         plans.append(
             RunPlan(
-                benchmark=defn.name,
+                benchmark=bench.name,
                 size=size,
                 ruleset=rs,
                 ruleset_source=rs_how,
-                logged_name=None if logged == defn.name else logged,
+                logged_name=None if logged == bench.name else logged,
                 disclosure=told,
                 submission=sub,
                 config=cfg.model_dump(),
@@ -185,7 +187,17 @@ def resolve_runs(
             )
         )
     kind = choose_launcher(launcher, spec, lay.world_size)
-    return Resolved(plans, spec, defn, sources, kind, notes, closed)
+    return Resolved(plans, spec, bench, sources, kind, notes, closed)
+
+
+def runnable(bench: benchmarks.Benchmark) -> Implementation:
+    """The benchmark's implementation, or the one line saying the harness does not run it."""
+    if bench.impl is None:
+        raise ConfigError(
+            f"{bench.name} has no implementation here: `mlperf check` and `mlperf results` read its "
+            f"logs; `mlperf run` runs {', '.join(n for n in benchmarks.available() if benchmarks.get(n).impl)}"
+        )
+    return bench.impl
 
 
 def disclosure(cfg, lay: layout_mod.Layout, device: str, sources: list[str]) -> dict[str, str | int]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from importlib.util import find_spec
 from typing import Any
 
-import benchmarks
+from benchmarks.benchmark import Benchmark
 from harness.core.errors import ConfigError
 from harness.core.layout import DEGREES
 
@@ -30,7 +30,7 @@ def _show(v: Any) -> str:
     return str(v).lower() if isinstance(v, bool) else str(v)
 
 
-def check(bench: str, cfg, provenance: dict[str, str], system_name: str, kind: str, layout) -> None:
+def check(bench: Benchmark, cfg, provenance: dict[str, str], system_name: str, kind: str, layout) -> None:
     """Raise ConfigError (exit 2) for the first switch set where its implementation ignores it.
 
     kind: the system's accelerator kind ('cpu' or 'gpu'); layout: the derived core.layout.Layout."""
@@ -52,7 +52,7 @@ def check(bench: str, cfg, provenance: dict[str, str], system_name: str, kind: s
         undo = f"--set {name}={_show(sw.off)}"
         if not sw.on:
             raise ConfigError(
-                f"{set_} ({src}): the {bench} implementation has no such path ({sw.why}); {undo}"
+                f"{set_} ({src}): the {bench.name} implementation has no such path ({sw.why}); {undo}"
             )
         if kind not in sw.on:
             need = " or ".join(k.upper() for k in sw.on)
@@ -74,17 +74,17 @@ def check(bench: str, cfg, provenance: dict[str, str], system_name: str, kind: s
                 )
 
 
-def missing_libraries(bench: str, config: dict) -> dict[str, list[tuple[str, Any]]]:
+def missing_libraries(bench: Benchmark, config: dict) -> dict[str, list[tuple[str, Any]]]:
     """{library: [(switch, its off value), ...]} for the switches set (not `off`) in a resolved
     config (RunPlan.config) whose library is not installed in this Python."""
     out: dict[str, list[tuple[str, Any]]] = {}
-    for name, sw in benchmarks.config_class(bench).SWITCHES.items():
+    for name, sw in bench.config.SWITCHES.items():
         if sw.library and config.get(name, sw.off) != sw.off and find_spec(sw.library) is None:
             out.setdefault(sw.library, []).append((name, sw.off))
     return out
 
 
-def library_notes(bench: str, config: dict) -> list[str]:
+def library_notes(bench: Benchmark, config: dict) -> list[str]:
     """What --dry-run says instead of refusing (one line per missing library)."""
     return [
         f"would be refused here: {lib} is not installed ({', '.join(n for n, _ in sets)})"
@@ -92,7 +92,7 @@ def library_notes(bench: str, config: dict) -> list[str]:
     ]
 
 
-def require_libraries(bench: str, config: dict) -> None:
+def require_libraries(bench: Benchmark, config: dict) -> None:
     """Raise ConfigError (one line, exit 2) when a switch set needs a library that is absent."""
     missing = missing_libraries(bench, config)
     if not missing:

@@ -3,7 +3,7 @@
     reports = build([resolved, ...])     # one report dict per resolved config, in order
 
 The build imports torch, so it runs the way training code runs: `python -m reference_impls.<name>
---plan a.json [--plan b.json ...]` with the plans' task "build" (harness/train/entry.py -> SPEC.build),
+--plan a.json [--plan b.json ...]` with the plans' task "build" (harness/train/entry.py -> impl.build),
 one child per benchmark whatever the number of configs (megatron/diffusers import once), in a
 scratch folder that is removed afterwards: a dry run writes nothing under results/. A config that
 cannot build comes back as the child's one line, raised as ConfigError (exit 2).
@@ -18,8 +18,7 @@ import time
 from pathlib import Path
 
 from harness.core.errors import ConfigError, HarnessError
-from harness.resolve import registry
-from harness.resolve.runplans import Resolved
+from harness.resolve.runplans import Resolved, runnable
 from harness.run import launch
 
 
@@ -34,7 +33,7 @@ def build(resolved: list[Resolved]) -> list[dict]:
     reports: list[dict | None] = [None] * len(resolved)
     by_bench: dict[str, list[int]] = {}
     for i, r in enumerate(resolved):
-        by_bench.setdefault(r.plans[0].benchmark, []).append(i)
+        by_bench.setdefault(r.benchmark.name, []).append(i)
     for bench, idx in by_bench.items():
         with tempfile.TemporaryDirectory(prefix=f"mlperf-build-{bench}-") as tmp:
             plans, files = [], []
@@ -48,9 +47,9 @@ def build(resolved: list[Resolved]) -> list[dict]:
                 plans.append(plan)
                 files.append(run_dir / "plan.json")
             t0, c0 = time.perf_counter(), children_cpu_s()
-            spec = registry.spec(bench)
+            impl = runnable(resolved[idx[0]].benchmark)
             rc, last = launch.get("local").run_module(
-                plans[0], resolved[idx[0]].system, spec.module, files, log_name="build.log"
+                plans[0], resolved[idx[0]].system, impl.module, files, log_name="build.log"
             )
             wall, cpu = time.perf_counter() - t0, children_cpu_s() - c0
             if rc != 0:

@@ -1,6 +1,6 @@
 """Run resolved plans: write them, prepare data on demand, launch, finalize each log, claim results.
 
-r = resolve("gpt3", "cpu-local", runs=3)     # RunPlans (the planner fills in untuned systems)
+r = resolve(benchmarks.get("gpt3"), "cpu-local", runs=3)   # RunPlans (the planner fills untuned systems)
 results = execute(r, Path("results"), progress)
 """
 
@@ -12,22 +12,23 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Protocol
 
+from benchmarks.benchmark import Benchmark
 from harness.core import tree
 from harness.core.errors import ConfigError, HarnessError
 from harness.core.mllog import MLLog
 from harness.core.mllog_reader import read_events
 from harness.core.runfolder import PLAN_FILE
 from harness.core.runplan import RunPlan
-from harness.resolve import registry, switches
-from harness.resolve.runplans import Resolved, resolve_runs
+from harness.resolve import switches
+from harness.resolve.runplans import Resolved, resolve_runs, runnable
 from harness.run import claim, launch, resume
 
 
-def resolve(benchmark: str, system: str, size: str | None = None, **kw) -> Resolved:
+def resolve(bench: Benchmark, system: str, size: str | None = None, **kw) -> Resolved:
     """`resolve_runs` with the planner's best layout for full-size systems without a tuned config."""
     from harness import planner
 
-    return resolve_runs(benchmark, system, size, fallback=planner.best_config, **kw)
+    return resolve_runs(bench, system, size, fallback=planner.best_config, **kw)
 
 
 def write_plans(plans: list[RunPlan]) -> None:
@@ -36,9 +37,11 @@ def write_plans(plans: list[RunPlan]) -> None:
         p.save(Path(p.run_dir) / PLAN_FILE)
 
 
-def make_plans(benchmark: str, system: str, size: str | None = "tiny", runs: int = 1, **kw) -> list[RunPlan]:
+def make_plans(
+    bench: Benchmark, system: str, size: str | None = "tiny", runs: int = 1, **kw
+) -> list[RunPlan]:
     """Resolve and write plan.json files (what tests and `mlperf prepare` use)."""
-    r = resolve(benchmark, system, size=size, runs=runs, **kw)
+    r = resolve(bench, system, size=size, runs=runs, **kw)
     write_plans(r.plans)
     return r.plans
 
@@ -148,23 +151,23 @@ class _Collector:
     def _power_files(self, plan, res: RunResult, result_file: Path) -> None:
         from harness.run.power import files
 
-        extends = registry.spec(plan.benchmark).power_extension
+        extends = runnable(self.r.benchmark).power_extension
         _written, res.power = files.write(
             Path(plan.run_dir), self.r.system.power, result_file, plan.power_min_readings, extends
         )
         self.status(plan, f"power: {res.power}")  # live; the table repeats it after the runs
 
 
-def prepare(plans, system) -> None:
+def prepare(bench: Benchmark, plans: list[RunPlan], system) -> None:
     """Generate tiny data / validate full data once, in a child process (it imports torch)."""
     plan = plans[0]
-    spec = registry.spec(plan.benchmark)
-    if spec.is_prepared(plan):
+    impl = runnable(bench)
+    if impl.data.is_prepared(plan):
         return
     Path(plan.run_dir).mkdir(parents=True, exist_ok=True)
     plan_file = Path(plan.run_dir) / "prepare.plan.json"
     plan.model_copy(update={"task": "prepare"}).save(plan_file)
-    rc, last = launch.get("local").run_module(plan, system, spec.module, plan_file, cpu_only=True)
+    rc, last = launch.get("local").run_module(plan, system, impl.module, plan_file, cpu_only=True)
     cause = last.removeprefix("error: ").strip()
     if rc == 2:
         raise ConfigError(cause or f"data for {plan.benchmark} ({plan.size}) is not usable")
@@ -186,20 +189,20 @@ def execute(
         )
     # Before anything is written: a switch whose library is absent would fail inside the rank
     # after run_start, i.e. as "target not reached" (exit 3), instead of a refusal (exit 2).
-    switches.require_libraries(plans[0].benchmark, plans[0].config)
+    switches.require_libraries(resolved.benchmark, plans[0].config)
     results_dir = Path(results_dir)
     _refuse_other_rounds(plans[0], results_dir)
     write_plans(plans)
     claim.write_system_json(
         results_dir, resolved.system.submitter, resolved.system.name, resolved.system.export_official()
     )
-    prepare(plans, resolved.system)
+    prepare(resolved.benchmark, plans, resolved.system)
     progress = progress or Silent(len(plans))
     collector = _Collector(resolved, results_dir, progress)
     launcher = launch.get(resolved.launcher, apply_tuning=apply_tuning)
     old_term = _sigterm_as_interrupt()
     try:
-        launcher.run(plans, resolved.system, registry.spec(resolved.definition.name).module, collector)
+        launcher.run(plans, resolved.system, runnable(resolved.benchmark).module, collector)
     except KeyboardInterrupt:
         for plan in plans:
             if plan.run_index not in collector.results:

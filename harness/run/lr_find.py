@@ -28,6 +28,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import benchmarks
+from benchmarks.benchmark import Benchmark
 from harness.core.errors import ConfigError, HarnessError
 
 BETA = 0.9
@@ -142,7 +144,7 @@ class _Monitor:
 
 
 def run(
-    benchmark: str,
+    bench: Benchmark,
     system: str,
     steps: int = 300,
     min_lr: float = 1e-5,
@@ -155,7 +157,7 @@ def run(
 ) -> LrFindResult:
     """The sweep of one plan resolved as `mlperf run` resolves it (`resolve_kw`: size, sets,
     nproc_per_node, data_dir, launcher)."""
-    from harness.resolve import registry
+    from harness.resolve.runplans import runnable
     from harness.run import execute, launch
 
     if not 10 <= steps <= MAX_STEPS:
@@ -165,20 +167,17 @@ def run(
     # NaN fails every comparison and inf passes `min < max`: both refused by name
     if not (math.isfinite(min_lr) and math.isfinite(max_lr) and 0 < min_lr < max_lr):
         raise ConfigError(f"--min-lr {min_lr} / --max-lr {max_lr}: need finite 0 < min < max")
-    r = execute.resolve(benchmark, system, runs=1, seed=seed, results_dir=results_dir, **resolve_kw)
-    spec = registry.spec(r.definition.name)
-    if spec.lr_find is None:
-        raise ConfigError(f"lr-find is not implemented for {spec.name} (its spec has no lr_find)")
+    impl = runnable(bench)
+    if impl.lr_find is None:
+        have = [n for n in benchmarks.available() if (i := benchmarks.get(n).impl) and i.lr_find]
+        raise ConfigError(f"{bench.name} has no LR range test; `mlperf lr-find` runs {', '.join(have)}")
+    r = execute.resolve(bench, system, runs=1, seed=seed, results_dir=results_dir, **resolve_kw)
     plan = r.plans[0]
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = (
         Path(out_dir).resolve()
         if out_dir
-        else Path(results_dir).resolve()
-        / "lr-find"
-        / r.definition.name
-        / r.system.name
-        / f"{stamp}-{os.getpid()}"
+        else Path(results_dir).resolve() / "lr-find" / bench.name / r.system.name / f"{stamp}-{os.getpid()}"
     )
     plan = plan.model_copy(
         update={"run_dir": str(out), "log_path": str(out / "lr_find.mllog"), "task": "lr_find"}
@@ -188,9 +187,9 @@ def run(
     (out / "lr_find_request.json").write_text(
         json.dumps({"steps": steps, "min_lr": min_lr, "max_lr": max_lr})
     )
-    execute.prepare([plan], r.system)
+    execute.prepare(bench, [plan], r.system)
     mon = _Monitor()
-    launch.get(r.launcher).run([plan], r.system, spec.module, mon)
+    launch.get(r.launcher).run([plan], r.system, impl.module, mon)
     raw_path = out / "lr_find_raw.json"
     if mon.rc != 0 or not raw_path.exists():
         raise HarnessError(f"the LR sweep failed (exit {mon.rc}); see {out / 'stdout.log'}")
@@ -198,7 +197,7 @@ def run(
     lrs, losses = raw["lrs"], raw["losses"]
     lr_min, steep, suggested = analyse(lrs, losses)
     res = LrFindResult(
-        benchmark=r.definition.name,
+        benchmark=bench.name,
         system=r.system.name,
         out_dir=str(out),
         steps_run=len(lrs),

@@ -160,25 +160,24 @@ def replaces_result(plan: RunPlan) -> Path | None:
     return Path(claimed) if claimed else None
 
 
-def resolve(
-    run_dir: str | Path, benchmark: str | None = None, launcher: str | None = None, apply: bool = True
-):
-    """A `Resolved` for the one resumed plan (same system, layout and launcher kind)."""
+def resolve(run_dir: str | Path, bench=None, launcher: str | None = None, apply: bool = True):
+    """A `Resolved` for the one resumed plan (same system, layout and launcher kind). `bench`:
+    the Benchmark the command line named, if it named one (the saved plan must be of it)."""
     import benchmarks
     from harness.resolve import systems
     from harness.resolve.runplans import Resolved, choose_launcher
 
     saved = Path(run_dir) / "plan.json"
-    if benchmark is not None and saved.is_file():
+    if bench is not None and saved.is_file():
         was = RunPlan.load(saved).benchmark
-        if benchmarks.get(benchmark).name != was:
-            raise ConfigError(f"--resume {run_dir}: that run is {was}, not {benchmark}")
+        if bench.name != was:
+            raise ConfigError(f"--resume {run_dir}: that run is {was}, not {bench.name}")
     plan = resume_plan(run_dir, apply=apply)
-    defn = benchmarks.get(plan.benchmark)
+    bench = benchmarks.get(plan.benchmark)  # the saved plan: the one name read from disk
     spec = systems.load(plan.submission.system)
     if spec.accelerators_per_node != plan.layout.procs_per_node:
         spec = spec.with_overrides(accelerators_per_node=plan.layout.procs_per_node)
     kind = choose_launcher(launcher, spec, plan.layout.world_size)
     step = Path(plan.resume_from).name.removeprefix("step_").lstrip("0") or "0"
     notes = [f"resuming {plan.run_dir} from the checkpoint at step {step}"]
-    return Resolved([plan], spec, defn, [f"resume: {Path(plan.run_dir) / 'plan.json'}"], kind, notes)
+    return Resolved([plan], spec, bench, [f"resume: {Path(plan.run_dir) / 'plan.json'}"], kind, notes)

@@ -1,8 +1,9 @@
 """`python -m reference_impls.<name> --plan PLAN.json`: the one process entry of every benchmark.
 
-    reference_impls/<name>/__main__.py:   entry.run(SPEC)       # main(SPEC), then the exit
+    reference_impls/<name>/__main__.py:   entry.run(BENCHMARK)     # main(BENCHMARK), then the exit
 
-The plan's `task` picks the spec's callable: "train" (every rank of a run), "prepare" (the data
+The plan's `task` picks the implementation's callable (harness/core/benchmark.py): "train" (every
+rank of a run: `impl.train(rt) -> RunOutcome`), "prepare" (the data
 step `mlperf run`/`prepare` starts in a child process), "lr_find" (every rank of an LR sweep),
 "build" (`mlperf run --dry-run --build`: one process builds each distinct rank shard of one or more
 plans on the meta device, writing run_dir/build.json per plan; a failure is one line, exit 2).
@@ -25,15 +26,15 @@ import traceback
 from pathlib import Path
 from typing import NoReturn
 
+from harness.core.benchmark import Implementation, RankBenchmark, RunOutcome
 from harness.core.errors import INTERNAL, INTERRUPTED, HarnessError
 from harness.core.runplan import RunPlan
-from harness.core.spec import BenchmarkSpec
 
 _joined_group = False
 """Set once this process has started the training runtime (and so a process group)."""
 
 
-def run(spec: BenchmarkSpec, argv: list[str] | None = None) -> NoReturn:
+def run(bench: RankBenchmark, argv: list[str] | None = None) -> NoReturn:
     """What `python -m reference_impls.<name>` does: `main`, then end the process with its code.
 
     A process that joined a process group ends with `os._exit` once its log and output are
@@ -47,7 +48,7 @@ def run(spec: BenchmarkSpec, argv: list[str] | None = None) -> NoReturn:
     about 1 two-rank gnn run in 5 on 2 busy cores, and CI. Nothing is lost by skipping
     finalization: the MLPerf log and timings are closed by then, and stdio and logging are
     flushed here."""
-    code = main(spec, argv)
+    code = main(bench, argv)
     if not _joined_group:
         sys.exit(code)
     logging.shutdown()
@@ -70,50 +71,61 @@ def _plan_paths(argv: list[str] | None, prog: str) -> list[str]:
     return parser.parse_args(argv).plan
 
 
-def main(spec: BenchmarkSpec, argv: list[str] | None = None) -> int:
+def _impl(bench: RankBenchmark) -> Implementation:
+    if bench.impl is None:  # a module that names no implementation cannot have been started by mlperf
+        raise HarnessError(f"{bench.name} has no implementation to run", 2)
+    return bench.impl
+
+
+def main(bench: RankBenchmark, argv: list[str] | None = None) -> int:
     """Run the task of the plan named on the command line; return the process exit code."""
-    paths = _plan_paths(argv, f"python -m {spec.module}")
+    impl = _impl(bench)
+    paths = _plan_paths(argv, f"python -m {impl.module}")
     plan_path = paths[0]
     plan = RunPlan.load(Path(plan_path))
     if plan.task == "build":
-        return build(spec, paths)
+        return build(bench, paths)
     if len(paths) > 1:
         print(f"error: task {plan.task} takes one --plan", file=sys.stderr, flush=True)
         return 2
     if plan.task == "prepare":
         try:
-            spec.prepare(plan)
+            impl.prepare(plan)
             return 0
         except HarnessError as e:
             print(f"error: {e}", file=sys.stderr, flush=True)
             return e.exit_code
-    if plan.task == "lr_find" and spec.lr_find is None:
-        print(f"error: {spec.name} has no LR range test", file=sys.stderr, flush=True)
+    if plan.task == "lr_find" and impl.lr_find is None:
+        print(f"error: {bench.name} has no LR range test", file=sys.stderr, flush=True)
         return 2
-    return run_in_rank(spec, plan_path)
+    return run_in_rank(bench, plan_path)
 
 
-def run_in_rank(spec: BenchmarkSpec, plan_path: str) -> int:
+def run_in_rank(bench: RankBenchmark, plan_path: str) -> int:
     """Start the runtime (process group, threads, log), run the task, always finish the log."""
     from harness.train import runtime  # imports torch: not before the arguments are known good
 
     global _joined_group
+    impl = _impl(bench)
     _joined_group = True  # from here on the process may hold gloo threads: see run()
-    rt = runtime.start(plan_path)
-    rt.cfg = spec.config.model_validate(rt.plan.config)
+    rt = runtime.start(plan_path, bench.config)
     train = rt.plan.task == "train"
-    success, metadata, error, code = not train, None, None, None
+    outcome, error, code = RunOutcome(not train), None, None
     try:
-        result = spec.run(rt) if train else spec.lr_find(rt)
         if train:
-            success, metadata = result if isinstance(result, tuple) else (result, None)
+            outcome = impl.train(rt)
+            if not isinstance(outcome, RunOutcome):  # a loop that returns anything else is a bug
+                raise TypeError(f"{impl.train.target} returned {type(outcome).__name__}, not RunOutcome")
+        else:
+            assert impl.lr_find is not None  # main() refused the task otherwise
+            impl.lr_find(rt)
     except HarnessError as e:
-        success, error, code = False, e, e.exit_code
+        outcome, error, code = RunOutcome(False), e, e.exit_code
     except BaseException:
         traceback.print_exc()
-        success, code = False, INTERNAL
+        outcome, code = RunOutcome(False), INTERNAL
     finally:
-        rc = rt.finish(success, metadata)
+        rc = rt.finish(outcome.reached, outcome.metadata)
     if error is not None:  # after finish: the one line stays the last thing on stderr
         print(f"error: {error}", file=sys.stderr, flush=True)
     return rc if code is None or rc == INTERRUPTED else code
@@ -130,9 +142,10 @@ def _where(e: BaseException) -> str:
     return f"{path.removeprefix(root)}:{f.lineno} in {f.name}"
 
 
-def build(spec: BenchmarkSpec, plan_paths: list[str]) -> int:
-    """Build each plan's shards (`spec.build`) and write run_dir/build.json; on the first failure
+def build(bench: RankBenchmark, plan_paths: list[str]) -> int:
+    """Build each plan's shards (`impl.build`) and write run_dir/build.json; on the first failure
     one line `error: <bench> on <system>: <what failed> (<where>)` and exit 2."""
+    impl = _impl(bench)
     done: dict[str, tuple[str, dict]] = {}
     for path in plan_paths:
         plan = RunPlan.load(Path(path))
@@ -142,12 +155,12 @@ def build(spec: BenchmarkSpec, plan_paths: list[str]) -> int:
             first, report = done[key]
             Path(plan.run_dir, "build.json").write_text(json.dumps(dict(report, same_as=first), indent=1))
             continue
-        if spec.build is None:
-            print(f"error: {who}: {spec.name} has no build", file=sys.stderr, flush=True)
+        if impl.build is None:
+            print(f"error: {who}: {bench.name} has no build", file=sys.stderr, flush=True)
             return 2
         try:
-            cfg = spec.config.model_validate(plan.config)
-            report = spec.build(cfg, plan.layout, plan.device)
+            cfg = bench.config.model_validate(plan.config)
+            report = impl.build(cfg, plan.layout, plan.device)
         except HarnessError as e:
             print(f"error: {who}: {e}", file=sys.stderr, flush=True)
             return e.exit_code

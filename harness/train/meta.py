@@ -88,5 +88,5 @@ def shard(name: str, ranks: int, parts: dict) -> dict:
 
 
 def report(counted: dict, shards: list[dict], busiest: int = 0, not_built=(), built=()) -> dict:
-    """What `spec.build` returns (harness/core/spec.py): the count, its shards, what was not built."""
+    """What `impl.build` returns (harness/core/benchmark.py): the count, its shards, what was not built."""
     return dict(counted, shards=shards, busiest=busiest, not_built=list(not_built), built=list(built))

@@ -59,11 +59,7 @@ class RunCheckpointer:
     def __init__(self, rt, every: int | None, sharded: ShardedState | None = None, keep: int = 2):
         """`every`: save when `due(step)`, i.e. at least `every` steps after the last save (or the
         resumed step); 0/None: never."""
-        barrier = None
-        if rt.world_size > 1:
-            import torch.distributed as dist
-
-            barrier = dist.barrier
+        barrier = _barrier if rt.world_size > 1 else None
         self.rt, self.every, self.sharded = rt, every or 0, sharded
         self.ck = Checkpointer(checkpoint_root(rt.plan.run_dir), rt.rank, rt.world_size, keep, barrier)
         self.last = 0
@@ -104,6 +100,7 @@ class RunCheckpointer:
             )
         if self.sharded is not None:
             self.sharded.read(path / SHARDED)
+        assert state is not None and manifest is not None  # no rank found a problem: this one loaded
         meta = manifest["meta"]
         if apply is not None:
             apply(state, meta)
@@ -112,3 +109,9 @@ class RunCheckpointer:
         if rt.is_rank0:
             print(f"resumed from {path} at step {self.last}", flush=True)
         return meta
+
+
+def _barrier() -> None:
+    import torch.distributed as dist
+
+    dist.barrier()

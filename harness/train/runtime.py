@@ -1,7 +1,7 @@
 """What every training process does first: read its plan, join the process group, set threads,
 open the MLPerf log on rank 0, and turn SIGINT/SIGTERM into a flag checked at step boundaries.
 
-    rt = runtime.start(plan_path)        # harness/train/entry.py, in every rank
+    rt = runtime.start(plan_path, Gpt3Config)   # harness/train/entry.py, in every rank: Runtime[Gpt3Config]
     ...                                  # train; `if rt.should_stop(step)` at step boundaries
     rt.finish(success)                   # run_stop{status}, destroy the process group
 
@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import os
 import signal
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from pydantic import BaseModel
 
 from harness.core.mllog import MLLog
 from harness.core.runfolder import resume_marker
@@ -23,18 +24,24 @@ from harness.core.runplan import RunPlan
 
 
 @dataclass
-class Runtime:
+class Runtime[C: BaseModel]:
+    """One rank's view of its run; generic over the benchmark's typed config, so a training loop
+    typed `run(rt: Runtime[Gpt3Config])` has `rt.cfg.hidden_size` checked by the type checker."""
+
     plan: RunPlan
     rank: int
     world_size: int
     local_rank: int
     device: str
+    """'cpu' or 'cuda:<local rank>'."""
     log: MLLog
-    cfg: Any = None
-    """The plan's typed benchmark config (set by harness/train/entry.py from the spec)."""
+    """The MLPerf log (rank 0 writes; other ranks' calls are no-ops)."""
+    cfg: C
+    """The plan's config as the benchmark's typed class."""
     stop_requested: bool = False
+    """SIGINT/SIGTERM arrived (set by the handler; `should_stop` agrees it over the ranks)."""
     signal_received: int | None = None
-    extra: dict = field(default_factory=dict)
+    """Which signal, for the exit code (130)."""
 
     @property
     def is_rank0(self) -> bool:
@@ -44,7 +51,7 @@ class Runtime:
         """The hyperparameters `log.header` logs: global_batch_size, the layout's
         gradient_accumulation_steps, then the typed config's `fields` under their own names (the
         configs use the rules' vocabulary)."""
-        logged = {"global_batch_size": self.cfg.global_batch_size}
+        logged = {"global_batch_size": self.plan.layout.global_batch_size}
         logged["gradient_accumulation_steps"] = self.plan.layout.grad_accum
         return logged | {f: getattr(self.cfg, f) for f in fields}
 
@@ -137,10 +144,14 @@ def init_one_process_group(backend: str) -> None:
     dist.init_process_group(backend, rank=0, world_size=1, store=dist.HashStore())
 
 
-def start(plan_path: str | Path, init_process_group: bool = True) -> Runtime:
+def start[C: BaseModel](
+    plan_path: str | Path, config: type[C], init_process_group: bool = True
+) -> Runtime[C]:
+    """Read the plan (its config validated as `config`), join the process group, open the log."""
     import torch
 
     plan = RunPlan.load(Path(plan_path))
+    cfg = config.model_validate(plan.config)
     # A Slurm prologue that dropped the page cache (or tried and failed) says so here, so the
     # logged cache_clear is the truth about this run.
     if os.environ.get("MLPERF_CACHE_CLEARED") in ("0", "1"):
@@ -168,6 +179,7 @@ def start(plan_path: str | Path, init_process_group: bool = True) -> Runtime:
         local_rank=local_rank,
         device=device,
         log=MLLog(plan.log_path if rank == 0 else None, rank),
+        cfg=cfg,
     )
 
     if init_process_group:  # ranks.json: which host each rank runs on (harness/train/placement.py)

@@ -21,11 +21,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from benchmarks.gnn.config import IGBH_RELATIONS
 from harness.core.errors import ConfigError
+
+if TYPE_CHECKING:  # torch is imported inside the functions that use it
+    import torch
 
 BASE_RELATIONS = IGBH_RELATIONS
 WHERE_FROM = (
@@ -191,8 +195,10 @@ class Graph:
     labels: object
     csc: dict
     """(indptr, indices) torch int64 tensors per edge type."""
-    train_idx: object
-    val_idx: object
+    train_idx: torch.Tensor
+    """Seed papers of the training split (int64)."""
+    val_idx: torch.Tensor
+    """Seed papers of the validation split (int64)."""
     num_nodes: dict
 
 

@@ -20,9 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-import benchmarks
+from benchmarks.gnn import DATA
+from benchmarks.gnn.config import GnnConfig
 from harness.core.runplan import RunPlan
-from reference_impls.gnn import data, manifest
+from reference_impls.gnn import data
 
 
 def _pick(rng, n_src: int, mean: float, cls_src, cls_dst_sorted, dst_offsets, n_dst: int, homophily: float):
@@ -44,7 +45,7 @@ def _pick(rng, n_src: int, mean: float, cls_src, cls_dst_sorted, dst_offsets, n_
 def generate_tiny(plan: RunPlan) -> list[Path]:
     import torch
 
-    cfg = benchmarks.typed_config(plan)
+    cfg = GnnConfig.model_validate(plan.config)
     base = data.processed_dir(plan.data_dir, cfg)
     rng = np.random.default_rng(cfg.synth_seed)
     n, c, d = cfg.num_nodes, cfg.num_classes, cfg.in_channels
@@ -89,7 +90,7 @@ def generate_tiny(plan: RunPlan) -> list[Path]:
 def prepare_full(plan: RunPlan) -> list[Path]:
     import torch
 
-    cfg = benchmarks.typed_config(plan)
+    cfg = GnnConfig.model_validate(plan.config)
     base = data.processed_dir(plan.data_dir, cfg)
     # Split first if absent (it only needs the labelled count), then check everything.
     if base.is_dir() and not (base / "train_idx.pt").exists() and not (base / "val_idx.pt").exists():
@@ -107,15 +108,13 @@ def prepare_full(plan: RunPlan) -> list[Path]:
 
 
 def prepare(plan: RunPlan) -> Path:
-    if plan.size == "tiny":
-        files = generate_tiny(plan)
-        return manifest.write(plan, files, hash_files=True)
-    files = prepare_full(plan)
-    return manifest.write(plan, files, hash_files=False)  # sizes only: hashing 2.2 TB is not useful
+    """Generate or validate, then PREPARED.json (sizes only at full size: hashing 2.2 TB is not useful)."""
+    files = generate_tiny(plan) if plan.size == "tiny" else prepare_full(plan)
+    return DATA.write(plan, files)
 
 
 def prepare_once(plan: RunPlan) -> None:
-    if manifest.is_prepared(plan):
+    if DATA.is_prepared(plan):
         print(f"gnn ({plan.size}) data already prepared in {plan.data_dir}")
         return
     out = prepare(plan)

@@ -31,6 +31,6 @@ def count(cfg, layout) -> dict:
 
 
 def build_report(cfg, layout, device: str) -> dict:
-    """`mlperf run --dry-run --build` (SPEC.build): every rank holds the same replica."""
+    """`mlperf run --dry-run --build` (impl.build): every rank holds the same replica."""
     c = count(cfg, layout)
     return meta.report(c, [meta.shard("every rank (DDP replica)", layout.world_size, c["rank"])])

@@ -16,13 +16,18 @@ from __future__ import annotations
 
 import math
 import time
+from typing import cast
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
 
+from benchmarks.gnn.config import GnnConfig
+from harness.core.benchmark import RunOutcome
 from harness.core.errors import ConfigError, HarnessError
 from harness.train.run_checkpoint import RunCheckpointer
+from harness.train.runtime import Runtime
 from harness.train.timings import Timings
 from reference_impls.gnn import data
 from reference_impls.gnn.model import RGAT
@@ -63,8 +68,8 @@ def _autocast(cfg, device):
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.amp)
 
 
-def run(rt) -> tuple[bool, dict]:
-    """Run one timed training run; returns (target reached, run_stop metadata)."""
+def run(rt: Runtime[GnnConfig]) -> RunOutcome:
+    """Run one timed training run: (target reached, run_stop metadata)."""
     plan = rt.plan
     cfg = rt.cfg
     lay = plan.layout
@@ -77,10 +82,9 @@ def run(rt) -> tuple[bool, dict]:
     rt.log.event("train_samples", cfg.num_train_seeds)
     rt.log.event("eval_samples", cfg.num_val_seeds)
 
-    model = RGAT.from_config(cfg).to(device)
+    net = RGAT.from_config(cfg).to(device)
     ddp = rt.world_size > 1
-    if ddp:
-        model = torch.nn.parallel.DistributedDataParallel(model)
+    model: torch.nn.Module = torch.nn.parallel.DistributedDataParallel(net) if ddp else net
     opt = torch.optim.Adam(model.parameters(), lr=cfg.opt_base_learning_rate)
     steps_per_epoch = cfg.num_train_seeds // cfg.global_batch_size
     if steps_per_epoch < 1:
@@ -122,13 +126,14 @@ def run(rt) -> tuple[bool, dict]:
                 mine = gb[rt.rank * share : (rt.rank + 1) * share]
                 wait = 0.0
                 opt.zero_grad(set_to_none=True)
+                loss = torch.zeros((), device=device)  # (GA >= 1: the last microbatch's loss)
                 for m in range(lay.grad_accum):
                     t1 = time.perf_counter()
                     batch = sampler.sample(mine[m * lay.micro_batch_size : (m + 1) * lay.micro_batch_size])
                     xs, edges, y = _batch_inputs(graph, batch, device, cfg.fp8_features)
                     wait += time.perf_counter() - t1
                     last = m == lay.grad_accum - 1
-                    ctx = model.no_sync() if ddp and not last else _null()
+                    ctx = cast(DDP, model).no_sync() if ddp and not last else _null()
                     with ctx, _autocast(cfg, device):
                         loss = F.cross_entropy(model(xs, edges, batch.batch_size).float(), y) / lay.grad_accum
                     loss.backward()
@@ -164,7 +169,7 @@ def run(rt) -> tuple[bool, dict]:
             epoch += 1
     finally:
         timings.close()
-    return success, {"epoch_num": progress}
+    return RunOutcome(success, {"epoch_num": progress})
 
 
 # ---- resumable run checkpoints (harness/train/run_checkpoint.py; `mlperf run --resume`) -----------

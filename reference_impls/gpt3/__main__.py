@@ -7,8 +7,8 @@ Exit codes: 0 target reached, 3 not reached (run_stop status=aborted), 130 stopp
 
 from __future__ import annotations
 
+from benchmarks.gpt3 import BENCHMARK
 from harness.train.entry import run
-from reference_impls.gpt3.spec import SPEC
 
 if __name__ == "__main__":  # guard required: megatron's checkpoint workers re-import __main__
-    run(SPEC)
+    run(BENCHMARK)

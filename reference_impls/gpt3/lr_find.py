@@ -1,4 +1,4 @@
-"""LR range test for GPT-3: `SPEC.lr_find`, run in every rank for a plan with task "lr_find".
+"""LR range test for GPT-3: `impl.lr_find`, run in every rank for a plan with task "lr_find".
 
 Started by `mlperf lr-find gpt3 --system NAME` (harness/commands/lr_find.py), which writes the sweep
 request to `<run_dir>/lr_find_request.json` ({"steps", "min_lr", "max_lr"}). From the same starting
@@ -52,7 +52,7 @@ def sweep(rt, steps: int, min_lr: float, max_lr: float) -> dict:
 
 
 def lr_find(rt) -> None:
-    """The sweep in this rank (SPEC.lr_find); rank 0 writes the raw curve for `mlperf lr-find`."""
+    """The sweep in this rank (impl.lr_find); rank 0 writes the raw curve for `mlperf lr-find`."""
     req = json.loads((Path(rt.plan.run_dir) / "lr_find_request.json").read_text())
     try:
         out = sweep(rt, int(req["steps"]), float(req["min_lr"]), float(req["max_lr"]))

@@ -6,21 +6,24 @@ same optimizer and schedule, from a fixed seed), save it loadable with
 `torch.load(weights_only=True)`, and write PREPARED.json last. Deterministic: same config, same
 bytes (single process, one thread).
 Full: check the C4 + checkpoint layout and raise ConfigError naming the first missing file and
-where it comes from (nothing is downloaded).
+where it comes from (nothing is downloaded); then PREPARED.json with their sizes.
 """
 
 from __future__ import annotations
 
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-import benchmarks
+from benchmarks.gpt3 import DATA
+from benchmarks.gpt3.config import Gpt3Config
+from harness.core.data_manifest import MANIFEST
 from harness.core.errors import ConfigError
 from harness.core.layout import DEGREES, derive
 from harness.core.runplan import RunPlan
 from harness.train.runtime import init_one_process_group
-from reference_impls.gpt3 import manifest
+from reference_impls.gpt3 import datafiles
 from reference_impls.gpt3.data import TRAIN_SEQUENCES
 
 PRETRAIN_SEED = 4000  # data order and init of the checkpoint run
@@ -30,15 +33,18 @@ PRETRAIN_SEED = 4000  # data order and init of the checkpoint run
 PRETRAIN_LR = 1.0e-2
 
 
-def check_full(data_dir: Path) -> None:
-    missing = manifest.missing_full(data_dir)
+def check_full(data_dir: Path) -> list[Path]:
+    """The full-size files, every one present; else ConfigError naming the first missing one."""
+    files = datafiles.full_files(data_dir)
+    missing = [(p, source) for p, source in files if not p.is_file()]
     if missing:
         path, source = missing[0]
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise ConfigError(f"gpt3 full-size data: missing {path}{more}; it comes from {source}")
+    return [p for p, _ in files]
 
 
-def pretrain_config(plan: RunPlan):
+def pretrain_config(plan: RunPlan) -> Gpt3Config:
     """The run's config at the reference GBS, so warmup/decay are the reference's own numbers, in
     one process (no model parallelism; one microbatch per step)."""
     values = dict(plan.config)
@@ -59,7 +65,7 @@ def pretrain_config(plan: RunPlan):
         sequence_parallel=False,
         overlap_param_gather=False,
     )
-    return benchmarks.config_class("gpt3").model_validate(values)
+    return Gpt3Config.model_validate(values)
 
 
 def prepare_tiny(plan: RunPlan, log=print) -> Path:
@@ -95,7 +101,7 @@ def prepare_tiny(plan: RunPlan, log=print) -> Path:
         for step in range(steps):
             stepper.train_step(train.train_microbatches(trainset, step, layout))
         val = stepper.evaluate(train.eval_microbatches(valid, 0, 1, gbs))
-        ckpt = data_dir / manifest.CHECKPOINT
+        ckpt = data_dir / datafiles.CHECKPOINT
         ckpt.parent.mkdir(parents=True, exist_ok=True)
         torch.save(gmodel.tiny_state(model, optimizer, steps, steps * gbs), ckpt)
     finally:
@@ -113,14 +119,18 @@ def prepare_tiny(plan: RunPlan, log=print) -> Path:
         checkpoint_val_log_ppl=val,
         pretrain_seed=PRETRAIN_SEED,
     )
-    return manifest.write(data_dir, files + [manifest.CHECKPOINT], plan.config, facts)
+    return DATA.write(plan, files + [datafiles.CHECKPOINT], facts)
 
 
-def prepare(plan: RunPlan, log=print) -> Path | None:
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def prepare(plan: RunPlan, log=_stderr) -> Path:
+    """The task "prepare" (harness/train/entry.py); returns PREPARED.json's path."""
+    if DATA.is_prepared(plan):
+        log(f"gpt3 {plan.size}: {plan.data_dir} is already prepared")
+        return Path(plan.data_dir) / MANIFEST
     if plan.size == "full":
-        check_full(Path(plan.data_dir))
-        return None
-    if manifest.is_prepared(plan):
-        log(f"gpt3 tiny: {plan.data_dir} is already prepared")
-        return Path(plan.data_dir) / manifest.MANIFEST
+        return DATA.write(plan, check_full(Path(plan.data_dir)))
     return prepare_tiny(plan, log)

@@ -264,7 +264,7 @@ def count(cfg, layout, device: str = "cuda") -> dict:
 
 
 def build_report(cfg, layout, device: str) -> dict:
-    """`mlperf run --dry-run --build`: every stage's shard (SPEC.build)."""
+    """`mlperf run --dry-run --build`: every stage's shard (impl.build)."""
     c = count(cfg, layout, device)
     shards = [
         meta.shard(f"stage {s} ({p['chunks']} chunk(s), {p['layers']} layers)", p["ranks"], p)

@@ -21,9 +21,13 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.gpt3 import DATA
+from benchmarks.gpt3.config import Gpt3Config
+from harness.core.benchmark import RunOutcome
 from harness.train.run_checkpoint import RunCheckpointer
+from harness.train.runtime import Runtime
 from harness.train.timings import Timings
-from reference_impls.gpt3 import cpu_compat, data, dist_ckpt, manifest
+from reference_impls.gpt3 import cpu_compat, data, datafiles, dist_ckpt
 from reference_impls.gpt3 import model as gmodel
 
 LOSS_KEY = "lm loss"
@@ -107,20 +111,24 @@ class Stepper:
         it = iter(microbatches)
         return it if len(self.model) == 1 else [iter(microbatches) for _ in self.model]
 
-    def train_step(self, microbatches: list):
-        """Forward/backward over the GA microbatches, clip, Adam, schedule; returns the loss reports."""
-        for m in self.model:
-            m.zero_grad_buffer()
-        self.optimizer.zero_grad()
-        reports = self.fb(
+    def _schedule(self, microbatches: list, forward_only: bool):
+        """megatron's pipeline schedule over the microbatches (the chunks' iterators, one each)."""
+        return self.fb(
             forward_step_func=self._forward_step,
             data_iterator=self._iterator(microbatches),
             model=self.model if len(self.model) > 1 else self.model[0],
             num_microbatches=len(microbatches),
             seq_length=self.cfg.max_sequence_length,
             micro_batch_size=self.layout.micro_batch_size,
-            forward_only=False,
+            forward_only=forward_only,
         )
+
+    def train_step(self, microbatches: list):
+        """Forward/backward over the GA microbatches, clip, Adam, schedule; returns the loss reports."""
+        for m in self.model:
+            m.zero_grad_buffer()
+        self.optimizer.zero_grad()
+        reports = self._schedule(microbatches, forward_only=False)
         self.optimizer.step()
         self.scheduler.step(increment=1)
         return reports
@@ -130,15 +138,7 @@ class Stepper:
         """Mean validation cross-entropy (nats/token) over every rank's share of the validation set."""
         for m in self.model:
             m.eval()
-        reports = self.fb(
-            forward_step_func=self._forward_step,
-            data_iterator=self._iterator(microbatches),
-            model=self.model if len(self.model) > 1 else self.model[0],
-            num_microbatches=len(microbatches),
-            seq_length=self.cfg.max_sequence_length,
-            micro_batch_size=self.layout.micro_batch_size,
-            forward_only=True,
-        )
+        reports = self._schedule(microbatches, forward_only=True)
         for m in self.model:
             m.train()
         return self.reduce_loss(reports)
@@ -206,21 +206,22 @@ HYPERPARAMETERS = (
 )
 
 
-def run(rt) -> bool:
-    """Train one run; True when the target was reached. Raises on errors (caller logs run_stop)."""
+def run(rt: Runtime[Gpt3Config]) -> RunOutcome:
+    """Train one run; reached when the target was. Raises on errors (the entry logs run_stop)."""
     plan, log = rt.plan, rt.log
     cfg, layout = rt.cfg, plan.layout
     target = plan.target["log_perplexity"]
     log.header(plan, rt.hyperparameters(*HYPERPARAMETERS))
     log.event("train_samples", cfg.train_samples_cap)
     data_dir = Path(plan.data_dir)
-    if plan.size == "tiny" and not manifest.is_prepared(plan):
+    if plan.size == "tiny" and not DATA.is_prepared(plan):
         from harness.core.errors import ConfigError
 
         raise ConfigError(
             f"{data_dir}: tiny GPT-3 data is not prepared; run `mlperf prepare gpt3 --size tiny`"
         )
     model, optimizer, scheduler, tcfg = start_model(rt)
+    assert cfg.init_checkpoint_step is not None  # derived by Gpt3Config's validator
     gmodel.set_schedule_step(scheduler, cfg.init_checkpoint_step)
     train, valid = datasets(rt)
     log.event("eval_samples", cfg.eval_samples)
@@ -246,6 +247,7 @@ def run(rt) -> bool:
             first = step * gbs * seq
             block = min(every, max_steps - step)
             log.start("block_start", metadata={"first_epoch_num": first, "epoch_count": block * gbs * seq})
+            reports: list = []  # block >= 1: the last step's reports
             for _ in range(block):
                 t0 = time.perf_counter()
                 mbs = train_microbatches(train, step, layout)
@@ -285,7 +287,7 @@ def run(rt) -> bool:
     finally:
         timings.close()
         _teardown()
-    return reached
+    return RunOutcome(reached)
 
 
 def start_model(rt):
@@ -295,10 +297,10 @@ def start_model(rt):
     init_parallel(plan.layout, plan.seed, rt.cfg)
     model, optimizer, scheduler, tcfg = gmodel.build(rt.cfg, plan.layout, rt.device)
     if plan.size == "tiny":
-        state = torch.load(data_dir / manifest.CHECKPOINT, map_location="cpu", weights_only=True)
+        state = torch.load(data_dir / datafiles.CHECKPOINT, map_location="cpu", weights_only=True)
         gmodel.load_tiny_state(model, optimizer, state)
     else:
-        start = data_dir / manifest.FULL_CHECKPOINT_DIR
+        start = data_dir / datafiles.FULL_CHECKPOINT_DIR
         dist_ckpt.load(model, optimizer, start, sharding=dist_ckpt.START_SHARDING)
     return model, optimizer, scheduler, tcfg
 

@@ -12,8 +12,8 @@ import os
 # Models are built from local config, never fetched (set before transformers is imported).
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from benchmarks.llama2_70b_lora import BENCHMARK  # noqa: E402
 from harness.train.entry import run  # noqa: E402
-from reference_impls.llama2_70b_lora.spec import SPEC  # noqa: E402
 
 if __name__ == "__main__":  # guard required: megatron's checkpoint workers re-import __main__
-    run(SPEC)
+    run(BENCHMARK)

@@ -23,9 +23,9 @@ import math
 import random
 from pathlib import Path
 
-import benchmarks
+from benchmarks.llama2_70b_lora import DATA
+from benchmarks.llama2_70b_lora.config import Llama2LoraConfig
 from harness.core.runplan import RunPlan
-from reference_impls.llama2_70b_lora import manifest
 
 PAD, BOS, EOS, SEP = 0, 1, 2, 3
 FIRST_WORD = 4
@@ -116,7 +116,7 @@ def prepare_tiny(plan: RunPlan) -> Path:
     from reference_impls.llama2_70b_lora.checkpoint import save_base
 
     torch.set_num_threads(max(1, plan.threads_per_process))
-    cfg = benchmarks.typed_config(plan)
+    cfg = Llama2LoraConfig.model_validate(plan.config)
     root = Path(plan.data_dir)
     lang = Language(cfg)
     # Train and eval rows come from separate seeded streams, so neither depends on the other's size.
@@ -129,24 +129,25 @@ def prepare_tiny(plan: RunPlan) -> Path:
     model, final_loss = pretrain_base(cfg, lang)
     files = save_base(model, root / cfg.model_dir)
     files += [ds / data.TRAIN_FILE, ds / data.EVAL_FILE]
-    return manifest.write(plan, files, {"pretrain_final_loss": round(final_loss, 4)})
+    return DATA.write(plan, files, {"pretrain_final_loss": round(final_loss, 4), "not_submittable": True})
 
 
-def validate_full(plan: RunPlan) -> None:
+def validate_full(plan: RunPlan) -> list[Path]:
+    """Every file the full run reads, checked (columns, the checkpoint's config); ConfigError else."""
     from reference_impls.llama2_70b_lora import data
     from reference_impls.llama2_70b_lora.checkpoint import check_checkpoint_config, checkpoint_files
 
-    cfg = benchmarks.typed_config(plan)
+    cfg = Llama2LoraConfig.model_validate(plan.config)
     for f in data.dataset_files(Path(plan.data_dir), cfg):
         data.check_columns(f)
     md = Path(plan.data_dir) / cfg.model_dir
-    checkpoint_files(md)
+    files = checkpoint_files(md)
     check_checkpoint_config(md, cfg)
+    return [*data.dataset_files(Path(plan.data_dir), cfg), md / "config.json", *files]
 
 
 def prepare(plan: RunPlan) -> None:
     if plan.size == "tiny":
         print(prepare_tiny(plan))
     else:
-        validate_full(plan)
-        print(f"{plan.data_dir}: dataset and checkpoint present")
+        print(DATA.write(plan, validate_full(plan)))

@@ -76,7 +76,7 @@ def count(cfg, layout) -> dict:
 
 
 def build_report(cfg, layout, device: str) -> dict:
-    """`mlperf run --dry-run --build` (SPEC.build): rank 0's FSDP2 shard, alike on every rank up
+    """`mlperf run --dry-run --build` (impl.build): rank 0's FSDP2 shard, alike on every rank up
     to the last rows of each tensor."""
     import importlib.util
 

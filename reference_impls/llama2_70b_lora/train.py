@@ -17,8 +17,11 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from benchmarks.llama2_70b_lora.config import Llama2LoraConfig
+from harness.core.benchmark import RunOutcome
 from harness.core.errors import ConfigError
 from harness.train.run_checkpoint import RunCheckpointer
+from harness.train.runtime import Runtime
 from harness.train.timings import Timings
 from reference_impls.llama2_70b_lora import checkpoint as C
 from reference_impls.llama2_70b_lora import data, dist_ckpt
@@ -67,7 +70,7 @@ def build(rt, cfg, mesh: Mesh):
     sharded = cfg.fsdp and mesh.world > 1
     device = torch.device(rt.device)
     base = M.build_base(cfg, "meta" if sharded else "cpu")
-    base.to(dtype)
+    base.to(dtype)  # pyrefly: ignore[bad-argument-type]  (transformers types `to` through a decorator that drops self)
     if not sharded:
         C.load_base_weights(base, model_dir)
     if cfg.fp8:
@@ -142,8 +145,8 @@ def evaluate(model, ev_ids, ev_labels, mesh: Mesh, cfg, device) -> float:
     return (total[0] / total[1]).item()
 
 
-def run(rt) -> bool:
-    """Train to the target; True when reached. Logs everything through rt.log."""
+def run(rt: Runtime[Llama2LoraConfig]) -> RunOutcome:
+    """Train to the target; reached when it was. Logs everything through rt.log."""
     plan, log = rt.plan, rt.log
     cfg = rt.cfg
     layout = plan.layout
@@ -175,7 +178,6 @@ def run(rt) -> bool:
     log.init_stop()
 
     log.run_start()
-    t_run = time.perf_counter()
     tr_ids, tr_labels = data.load_split(train_file, cfg.max_sequence_length)
     ev_ids, ev_labels = data.load_split(eval_file, cfg.max_sequence_length)
     tr_labels, ev_labels = data.shift_labels(tr_labels), data.shift_labels(ev_labels)
@@ -189,6 +191,7 @@ def run(rt) -> bool:
         log.start("block_start", metadata={"samples_count": 0})
     model.train()
     try:
+        assert cfg.max_steps is not None and cfg.skip_evals is not None  # derived by the config's validator
         for step in range(first_step, cfg.max_steps):
             if rt.should_stop(step):  # agreed by all ranks: none is left waiting in a collective
                 break
@@ -240,5 +243,4 @@ def run(rt) -> bool:
             log.run_stop(False, metadata={"samples_count": samples})
     finally:
         timings.close()
-    rt.extra.update(samples=samples, run_s=time.perf_counter() - t_run)
-    return success
+    return RunOutcome(success)

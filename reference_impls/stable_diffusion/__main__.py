@@ -7,8 +7,8 @@ run_stop aborted (harness/train/entry.py: run_in_rank).
 
 from __future__ import annotations
 
+from benchmarks.stable_diffusion import BENCHMARK
 from harness.train.entry import run
-from reference_impls.stable_diffusion.spec import SPEC
 
 if __name__ == "__main__":  # guard required: megatron's checkpoint workers re-import __main__
-    run(SPEC)
+    run(BENCHMARK)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -21,7 +22,7 @@ from harness.core.errors import ConfigError
 UNCOND = ""  # the empty prompt: classifier-free guidance's unconditional branch
 
 
-def build_unet(cfg):
+def build_unet(cfg) -> Any:  # diffusers sets attributes at run time: Any at this boundary
     from diffusers import UNet2DConditionModel
 
     levels = len(cfg.unet_block_out_channels)
@@ -61,7 +62,7 @@ def _flash_only():
     return FlashOnly()
 
 
-def noise_scheduler(cfg):
+def noise_scheduler(cfg) -> Any:  # (alphas_cumprod and the rest: set by __init__ at run time)
     from diffusers import DDPMScheduler
 
     return DDPMScheduler(
@@ -73,7 +74,7 @@ def noise_scheduler(cfg):
     )
 
 
-def sampler(cfg):
+def sampler(cfg) -> Any:  # DDIMScheduler.from_config is typed as returning a tuple too
     from diffusers import DDIMScheduler
 
     return DDIMScheduler.from_config(

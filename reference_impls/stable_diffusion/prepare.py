@@ -29,10 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
-import benchmarks
+from benchmarks.stable_diffusion import DATA
+from benchmarks.stable_diffusion.config import StableDiffusionConfig
 from harness.core.errors import ConfigError
 from harness.core.runplan import RunPlan
-from reference_impls.stable_diffusion import data, manifest, vae_config
+from reference_impls.stable_diffusion import data, vae_config
 
 SPLIT_SEED = 2023  # the reference's COCO subset seed
 SHARDS = 4
@@ -67,7 +68,7 @@ def generate_tiny(plan: RunPlan) -> list[Path]:
     from reference_impls.stable_diffusion.metrics import DIGITS, DigitsClassifier, caption, stats
     from reference_impls.stable_diffusion.model import TinyTokenizer
 
-    cfg = benchmarks.typed_config(plan)
+    cfg = StableDiffusionConfig.model_validate(plan.config)
     torch.set_num_threads(plan.threads_per_process)
     root = Path(plan.data_dir)
     digits = load_digits()
@@ -193,7 +194,7 @@ def generate_tiny(plan: RunPlan) -> list[Path]:
 
 
 def validate_full(plan: RunPlan) -> list[Path]:
-    cfg = benchmarks.typed_config(plan)
+    cfg = StableDiffusionConfig.model_validate(plan.config)
     root = Path(plan.data_dir)
     shards = data.shards(cfg, plan.data_dir)
     data.check_first(cfg, plan.data_dir)
@@ -223,11 +224,7 @@ def validate_full(plan: RunPlan) -> list[Path]:
 def prepare(plan: RunPlan) -> Path:
     t0 = time.time()
     Path(plan.data_dir).mkdir(parents=True, exist_ok=True)
-    if plan.size == "tiny":
-        files = generate_tiny(plan)
-        out = manifest.write(plan, files, hash_files=True)
-    else:
-        out = manifest.write(plan, validate_full(plan), hash_files=False)
+    out = DATA.write(plan, generate_tiny(plan) if plan.size == "tiny" else validate_full(plan))
     print(
         f"prepared {plan.benchmark} ({plan.size}) in {plan.data_dir} ({time.time() - t0:.1f} s)",
         file=sys.stderr,

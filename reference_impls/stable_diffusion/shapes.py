@@ -61,7 +61,7 @@ def count(cfg, layout) -> dict:
 
 
 def build_report(cfg, layout, device: str) -> dict:
-    """`mlperf run --dry-run --build` (SPEC.build): the rank with the largest ZeRO optimizer shard
+    """`mlperf run --dry-run --build` (impl.build): the rank with the largest ZeRO optimizer shard
     (weights and gradients are alike on every rank)."""
     c = count(cfg, layout)
     cuda = device.startswith("cuda")

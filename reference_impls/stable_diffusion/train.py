@@ -27,9 +27,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from benchmarks.stable_diffusion.config import StableDiffusionConfig
+from harness.core.benchmark import RunOutcome
 from harness.core.errors import HarnessError
 from harness.core.mllog import now_ms
 from harness.train.run_checkpoint import RunCheckpointer
+from harness.train.runtime import Runtime
 from harness.train.timings import Timings
 from reference_impls.stable_diffusion import data, metrics, model
 
@@ -98,7 +101,7 @@ class Evaluator:
         return metrics.frechet_distance(mu, sigma, self.mu, self.sigma), agree / len(feats)
 
 
-def run(rt) -> tuple[bool, dict | None]:
+def run(rt: Runtime[StableDiffusionConfig]) -> RunOutcome:
     plan = rt.plan
     cfg = rt.cfg
     dev, log = rt.device, rt.log
@@ -241,8 +244,8 @@ def run(rt) -> tuple[bool, dict | None]:
         timings.close()
     if passed:
         log.run_stop(True, {"step_num": passed[2]}, time_ms=passed[1])
-        return True, None
-    return False, None
+        return RunOutcome(True)
+    return RunOutcome(False)
 
 
 # ---- resumable run checkpoints (harness/train/run_checkpoint.py; `mlperf run --resume`) -----------

@@ -57,9 +57,13 @@ CONFIGS = [c for c in shipped() if c[:2] not in CLI_ONLY]
 
 
 def _resolve(results) -> dict:
+    import benchmarks
     from harness.run import execute as ex
 
-    return {(b, s): ex.resolve(b, s, size=z, runs=1, seed=0, results_dir=str(results)) for b, s, z in CONFIGS}
+    return {
+        (b, s): ex.resolve(benchmarks.get(b), s, size=z, runs=1, seed=0, results_dir=str(results))
+        for b, s, z in CONFIGS
+    }
 
 
 @pytest.fixture(scope="module")
@@ -96,9 +100,9 @@ def built(tmp_path_factory):
         rep = reports[key]
         out[key] = (
             plan,
-            benchmarks.typed_config(plan),
+            benchmarks.get(plan.benchmark).typed(plan.config),
             rep,
-            run_show.build_lines(plan, rep, run_show.planner_figures(plan)),
+            run_show.build_lines(plan, rep, run_show.planner_figures(benchmarks.get(plan.benchmark), plan)),
         )
     return out
 
@@ -160,7 +164,7 @@ def test_planner_bytes_match_the_meta_build(built, bench, part):
     from harness.planner import params
 
     plan, cfg, c, _ = built[bench, RECORD[bench]]
-    planned = params.rank_bytes(bench, cfg, plan.layout, "cuda")[part]
+    planned = params.rank_bytes(benchmarks.get(bench), cfg, plan.layout, "cuda")[part]
     assert planned == pytest.approx(c["rank"][part], rel=0.02), (bench, part, planned, c["rank"][part])
 
 
@@ -169,7 +173,7 @@ def test_planner_parameter_totals_match_the_meta_build(built, bench):
     from harness.planner import params
 
     _, cfg, c, _ = built[bench, RECORD[bench]]
-    got = params.parameters(bench, cfg)
+    got = params.parameters(benchmarks.get(bench), cfg)
     assert got["total"] == pytest.approx(c["parameters_total"], rel=1e-4)  # gpt3: vocabulary padding
     assert got["trainable"] == pytest.approx(c["parameters_trainable"], rel=1e-4)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import benchmarks
 from harness.review.diagnose import diagnose
 
 pytestmark = pytest.mark.slow  # trains or starts rank processes: not in the -m 'not slow' loop
@@ -31,6 +32,16 @@ def _run(tmp_path, **env) -> Path:
     )
     assert r.returncode in (0, 3), r.stderr
     return Path(json.loads(r.stdout.strip().splitlines()[-1])[0]["run_dir"])
+
+
+@pytest.fixture(autouse=True)
+def toy():
+    """The runs below are of the toy benchmark: diagnose looks its rules and config up by name."""
+    from tests.toy_train import TOY
+
+    with benchmarks.scratch():
+        benchmarks.register(TOY)
+        yield
 
 
 def test_healthy_then_symptoms_on_real_runs(tmp_path):

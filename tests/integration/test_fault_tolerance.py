@@ -43,7 +43,7 @@ def _wait_for(pred, timeout=60.0, proc=None):
 
 
 def _run_dir(results: Path) -> Path:
-    dirs = list((results / "runs" / "gpt3" / "cpu-local").glob("*"))
+    dirs = list((results / "runs" / "toy" / "cpu-local").glob("*"))  # the toy benchmark (tests/toy_train.py)
     return dirs[0] if dirs else None
 
 

@@ -48,7 +48,8 @@ def plain_run(tmp_path_factory, data_dir) -> Path:
 
 
 def _plan(tmp_path, data_dir, seed, nproc=None, sets=()):
-    from reference_impls.gnn import manifest, prepare
+    from benchmarks.gnn import DATA as manifest
+    from reference_impls.gnn import prepare
 
     plan = make_plan("gnn", tmp_path, seed=seed, nproc_per_node=nproc, data_dir=data_dir, sets=sets)
     if not manifest.is_prepared(plan):

@@ -25,8 +25,9 @@ def test_prepare_writes_manifest_with_hashes_and_entropy(data_dir):
         "checkpoint/tiny_ckpt.pt",
     }
     assert all(len(f["sha256"]) == 64 for f in m["files"].values())
-    assert 1.0 < m["entropy_rate_nats"] < 1.2 and m["checkpoint_step"] == 150
-    assert m["checkpoint_val_log_ppl"] > 1.18  # the run has something left to learn
+    facts = m["facts"]
+    assert 1.0 < facts["entropy_rate_nats"] < 1.2 and facts["checkpoint_step"] == 150
+    assert facts["checkpoint_val_log_ppl"] > 1.18  # the run has something left to learn
     import torch
 
     state = torch.load(data_dir / "checkpoint" / "tiny_ckpt.pt", weights_only=True)

@@ -61,7 +61,7 @@ def test_tiny_run_in_bf16_reaches_target_and_log_passes_tiny_rules(mlperf, tmp_p
     # What the model's parameters held (train.build prints it), not what the config asked for.
     out = (Path(run["run_dir"]) / "stdout.log").read_text()
     assert "llama2: frozen base torch.bfloat16, LoRA torch.float32" in out, out[-2000:]
-    assert json.loads((data / "PREPARED.json").read_text())["not_submittable"] is True
+    assert json.loads((data / "PREPARED.json").read_text())["facts"]["not_submittable"] is True
     log = Path(run["result_file"])
     chk = official_check(log)
     assert chk.returncode == 0, chk.stdout + chk.stderr

@@ -27,8 +27,9 @@ from helpers import (
 from helpers import events as mllog_events
 
 import benchmarks
+from benchmarks.stable_diffusion import DATA as manifest
 from harness.core.runfolder import read_timings, results_root
-from reference_impls.stable_diffusion import manifest, model, prepare, train
+from reference_impls.stable_diffusion import model, prepare, train
 
 pytestmark = pytest.mark.slow  # trains or starts rank processes: not in the -m 'not slow' loop
 
@@ -91,7 +92,7 @@ def test_run_reaches_the_targets_and_the_log_passes_the_checker(plan, tmp_path_f
         points.setdefault(e["metadata"]["samples_count"], {})[e["metadata"]["metric"]] = e["value"]
     assert len(points) >= 2 and all(set(v) == {"FID", "CLIP"} for v in points.values())
     assert all(s % 3200 == 0 for s in points)
-    (fid_t, clip_t) = (q.tiny for q in benchmarks.get("sd").quality)
+    (fid_t, clip_t) = (q.tiny for q in benchmarks.get("sd").rules.quality)
     passing = [s for s, v in sorted(points.items()) if v["FID"] <= fid_t and v["CLIP"] >= clip_t]
     assert passing, points
 
@@ -154,14 +155,14 @@ def test_a_freshly_initialised_unet_fails_both_targets(plan):
     untrained UNet. Measured (README): FID 1,364-1,622 and CLIP 0.09-0.12 over init and eval-noise
     seeds, eval noise about +-25 FID / +-0.03 CLIP; trained to the target: FID <= 500, CLIP >= 0.45.
     So twice the FID target and half the CLIP target leave > 10 times the eval noise either side."""
-    cfg = benchmarks.typed_config(plan)
+    cfg = benchmarks.get(plan.benchmark).typed(plan.config)
     rt = types.SimpleNamespace(rank=0, world_size=1, device="cpu")
     shift, scale = model.latent_factors(cfg, plan.data_dir)
     text, vae = model.TextEncoder(cfg, plan.data_dir), model.load_vae(cfg, plan.data_dir)
     evaluate = train.Evaluator(cfg, plan, rt, vae, text, shift, scale)
     torch.manual_seed(SEED)
     fid, clip = evaluate(model.build_unet(cfg), model.mixed_precision(cfg, "cpu")[0])
-    fid_t, clip_t = (q.tiny for q in benchmarks.get("sd").quality)
+    fid_t, clip_t = (q.tiny for q in benchmarks.get("sd").rules.quality)
     assert fid > 2 * fid_t and clip < clip_t / 2, (fid, clip)
 
 

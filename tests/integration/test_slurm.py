@@ -27,6 +27,8 @@ from helpers import events
 from power_helpers import loopback_bmc, power_system
 from slurm_helpers import processes_mentioning
 
+import benchmarks
+
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,6 +52,11 @@ def _run_dir(results: Path) -> Path:
     return dirs[0]
 
 
+def _gpt3_on_slurm(seed: int) -> tuple[str, ...]:
+    """`mlperf run`'s arguments for one tiny gpt3 run on the one-node Slurm system."""
+    return ("run", "gpt3", "--system", "cpu-slurm", "--runs", "1", "--seed", str(seed))
+
+
 def _job(run_dir: Path) -> dict[str, str]:
     return slurm_helpers.job((run_dir / "slurm_job_id").read_text().strip())
 
@@ -58,14 +65,7 @@ def test_gpt3_tiny_through_sbatch_srun_torchrun(slurm, mlperf, tmp_path, data_di
     results = tmp_path / "results"
     t0 = time.monotonic()
     r = mlperf(
-        "run",
-        "gpt3",
-        "--system",
-        "cpu-slurm",
-        "--runs",
-        "1",
-        "--seed",
-        "1",
+        *_gpt3_on_slurm(seed=1),
         "--results-dir",
         str(results),
         "--data-dir",
@@ -133,14 +133,7 @@ def test_sigint_cancels_the_job_and_logs_aborted(slurm, tmp_path, data_dir):
             sys.executable,
             "-m",
             "harness.cli",
-            "run",
-            "gpt3",
-            "--system",
-            "cpu-slurm",
-            "--runs",
-            "1",
-            "--seed",
-            "2",
+            *_gpt3_on_slurm(seed=2),
             "--results-dir",
             str(results),
             "--data-dir",
@@ -250,15 +243,14 @@ def test_runs_share_one_allocation(slurm, tmp_path, monkeypatch):
     entry in place of gpt3's: what is tested here is the sequencing, not the training)."""
     import dataclasses
 
-    from harness.resolve import registry
     from harness.run import execute
+    from tests.toy_train import NoData
 
-    fast = dataclasses.replace(
-        registry.SPECS["gpt3"], module="tests.integration.slurm_entry", is_prepared=lambda plan: True
-    )
-    monkeypatch.setitem(registry.SPECS, "gpt3", fast)  # every rank runs the torch-free entry
+    gpt3 = benchmarks.get("gpt3")  # every rank runs the torch-free entry, with gpt3's rules and configs
+    impl = dataclasses.replace(gpt3.impl, module="tests.integration.slurm_entry", data=NoData(()))
+    fast = dataclasses.replace(gpt3, name="slurm_entry", impl=impl)
     system = "cpu-slurm-2n" if len(slurm_helpers.cluster()) >= 2 else "cpu-slurm"
-    r = execute.resolve("gpt3", system, runs=3, seed=100, results_dir=tmp_path)
+    r = execute.resolve(fast, system, runs=3, seed=100, results_dir=tmp_path)
     r.plans = [
         p if p.run_index != 1 else p.model_copy(update={"config": {**p.config, "global_batch_size": 13}})
         for p in r.plans
@@ -290,4 +282,4 @@ def test_runs_share_one_allocation(slurm, tmp_path, monkeypatch):
     )
     rows = [ln.split() for ln in sacct.stdout.splitlines() if ln.strip()]
     assert [row[0] for row in rows] == [job_id], sacct.stdout + sacct.stderr
-    assert rows[0][1] == f"mlperf-gpt3-{system}-r0-2"
+    assert rows[0][1] == f"mlperf-slurm_entry-{system}-r0-2"

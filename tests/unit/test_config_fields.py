@@ -37,12 +37,12 @@ def _entry(bench, field):
 
 @functools.cache
 def _tiny_values(bench) -> dict:
-    return load_yaml(benchmarks.folder(bench) / "configs" / "tiny.yaml")["config"]
+    return load_yaml(benchmarks.get(bench).configs_dir / "tiny.yaml")["config"]
 
 
 def _cfg(bench, **over):
     """The tiny config with `over` applied as a user's values (derived fields derived again)."""
-    return benchmarks.config_class(bench).model_validate({**_tiny_values(bench), **over})
+    return benchmarks.get(bench).config.model_validate({**_tiny_values(bench), **over})
 
 
 def _layout(cfg, procs=1):
@@ -56,7 +56,9 @@ def _variant(bench, field):
 
 def _resolve(bench, system, sets: dict, procs=1):
     yml = [f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in sets.items()]
-    return resolve_runs(bench, system, size="tiny", runs=1, seed=1, sets=yml, nproc_per_node=procs)
+    return resolve_runs(
+        benchmarks.get(bench), system, size="tiny", runs=1, seed=1, sets=yml, nproc_per_node=procs
+    )
 
 
 def _procs(sets: dict) -> int:
@@ -194,7 +196,7 @@ GPT3_BUILT = ("build:model", "build:optim", "build:sched", "build:ddp")
 def test_every_field_is_classified():
     """A new config field must say how it is honoured (or refused) here."""
     for bench in benchmarks.available():
-        fields = set(benchmarks.config_class(bench).model_fields)
+        fields = set(benchmarks.get(bench).config.model_fields)
         table = set(FIELDS[bench])
         assert fields - table == set(), f"{bench}: unclassified config fields"
         assert table - fields == set(), f"{bench}: classified fields the config lacks"
@@ -202,14 +204,14 @@ def test_every_field_is_classified():
 
 @pytest.mark.parametrize("bench", list(FIELDS))
 def test_every_field_has_a_docstring(bench):
-    cls = benchmarks.config_class(bench)
+    cls = benchmarks.get(bench).config
     assert [f for f, info in cls.model_fields.items() if not (info.description or "").strip()] == []
 
 
 @pytest.mark.parametrize("bench", list(FIELDS))
 def test_switch_declarations_match_the_classification(bench):
     """SWITCHES (what resolve checks) and this table agree; gpu_only() is what the GPU check turns on."""
-    cls = benchmarks.config_class(bench)
+    cls = benchmarks.get(bench).config
     kinds = {f: _entry(bench, f)[0] for f in FIELDS[bench]}
     assert set(gpu_only(cls)) == {f for f, k in kinds.items() if k == "gpu"}
     assert {f for f, s in cls.SWITCHES.items() if not s.on} == {f for f, k in kinds.items() if k == "refused"}
@@ -256,10 +258,8 @@ def test_read_by_the_implementation(bench, field):
 
 @pytest.mark.parametrize("bench, field", [c for c in CASES if _entry(*c)[0] == "data"])
 def test_data_fields_fingerprint_the_data(bench, field):
-    import importlib
-
-    manifest = importlib.import_module(f"reference_impls.{bench}.manifest")
-    fingerprint = set(getattr(manifest, "DATA_FIELDS", ())) | set(getattr(manifest, "SYNTH_FIELDS", ()))
+    data = benchmarks.get(bench).impl.data
+    fingerprint = set(data.fields) | set(data.tiny_fields)
     assert field in fingerprint, f"{field} shapes the data but is not in {bench}'s manifest"
     assert field in _reads(bench), f"reference_impls/{bench} never reads cfg.{field}"
 
@@ -328,12 +328,12 @@ def test_flash_attention_runs_the_unet_with_flash_only():
 
 @pytest.mark.parametrize(
     "bench, path",
-    [(b, p) for b in FIELDS for p in sorted((benchmarks.folder(b) / "configs").glob("*.yaml"))],
+    [(b, p) for b in FIELDS for p in sorted(benchmarks.get(b).configs_dir.glob("*.yaml"))],
     ids=lambda x: x.name if isinstance(x, Path) else x,
 )
 def test_every_shipped_config_resolves(bench, path):
     """Each tuned config resolves on its system (switches included); tiny.yaml on cpu-local."""
     size = load_yaml(path).get("size", "full")
     system = "cpu-local" if path.stem == "tiny" else path.stem
-    plan = resolve_runs(bench, system, size=size, runs=1, seed=1).plans[0]
+    plan = resolve_runs(benchmarks.get(bench), system, size=size, runs=1, seed=1).plans[0]
     assert plan.size == size

@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+import benchmarks
 from harness.core.mllog import MLLog
 from harness.review.diagnose import diagnose
 from harness.run import execute as runner
@@ -32,7 +33,9 @@ def _make_run(
     sets=(),
     seed=1,
 ):
-    plan = runner.make_plans("gpt3", "cpu-local", "tiny", runs=1, seed=7, results_dir=tmp_path, sets=sets)[0]
+    plan = runner.make_plans(
+        benchmarks.get("gpt3"), "cpu-local", "tiny", runs=1, seed=7, results_dir=tmp_path, sets=sets
+    )[0]
     rd = tmp_path / "run"
     rng = random.Random(seed)
     rows = []

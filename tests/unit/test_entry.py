@@ -6,8 +6,9 @@ import types
 
 import pytest
 
+from harness.core.benchmark import Implementation, RunOutcome, lazy
+from harness.core.data_manifest import DataManifest
 from harness.core.errors import ConfigError
-from harness.core.spec import BenchmarkSpec
 from harness.train import entry, runtime
 
 
@@ -32,7 +33,7 @@ class _Config:
 def train_module(monkeypatch):
     """A fake spec whose `run` the entry calls after start(); returns (set_behaviour, runtime)."""
     rt = FakeRuntime()
-    monkeypatch.setattr(runtime, "start", lambda plan: rt)
+    monkeypatch.setattr(runtime, "start", lambda plan, config: rt)
     box = {}
 
     def behave(fn):
@@ -41,16 +42,27 @@ def train_module(monkeypatch):
     return behave, rt, box
 
 
+_BOX: dict = {}
+
+
+def fake_train(rt):
+    """The lazy target of the fake implementation: what the test set as its behaviour."""
+    return _BOX["run"](rt)
+
+
 def _run(box, plan="p.json") -> int:
-    spec = BenchmarkSpec(
+    _BOX["run"] = box["run"]
+    bench = types.SimpleNamespace(
         name="fake",
-        module="fake_train",
         config=_Config,
-        run=lambda rt: box["run"](rt),
-        prepare=lambda plan: None,
-        is_prepared=lambda plan: True,
+        impl=Implementation(
+            module="fake_train",
+            train=lazy(f"{__name__}:fake_train"),
+            prepare=lazy(f"{__name__}:fake_train"),
+            data=DataManifest(fields=()),
+        ),
     )
-    return entry.run_in_rank(spec, plan)
+    return entry.run_in_rank(bench, plan)
 
 
 def _raise(exc):
@@ -63,13 +75,13 @@ def _raise(exc):
 @pytest.mark.parametrize(
     "result,code,finished",
     [
-        (True, 0, (True, None)),
-        (False, 3, (False, None)),
-        ((True, {"epoch_num": 2}), 0, (True, {"epoch_num": 2})),
-        ((False, None), 3, (False, None)),
+        (RunOutcome(True), 0, (True, None)),
+        (RunOutcome(False), 3, (False, None)),
+        (RunOutcome(True, {"epoch_num": 2}), 0, (True, {"epoch_num": 2})),
+        (RunOutcome(False, None), 3, (False, None)),
     ],
 )
-def test_result_shapes_and_codes(train_module, result, code, finished):
+def test_result_and_codes(train_module, result, code, finished):
     behave, rt, box = train_module
     behave(lambda rt: result)
     assert _run(box) == code
@@ -98,7 +110,7 @@ def test_a_signal_wins_over_what_training_raised_on_the_way_out(train_module):
     rt.signal_received = 15
     behave(_raise(ConfigError("collective failed")))
     assert _run(box) == 130
-    behave(lambda rt: False)
+    behave(lambda rt: RunOutcome(False))
     assert _run(box) == 130
 
 
@@ -111,3 +123,12 @@ def test_an_import_failure_still_finishes(train_module):
     behave(run)
     assert _run(box) == 1
     assert rt.finished == (False, None)
+
+
+def test_a_loop_that_returns_anything_but_a_run_outcome_is_a_crash_not_a_success(train_module, capsys):
+    """The one result type: the bool or tuple the loops used to return is a bug now, said so."""
+    behave, rt, box = train_module
+    behave(lambda rt: True)
+    assert _run(box) == 1
+    assert rt.finished == (False, None)
+    assert "returned bool, not RunOutcome" in capsys.readouterr().err

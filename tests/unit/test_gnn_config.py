@@ -2,10 +2,14 @@
 
 import pytest
 
-from benchmarks import typed_config
+import benchmarks
 from benchmarks.gnn.config import GnnConfig
 from harness.core.errors import ConfigError
 from harness.run import execute as runner
+
+
+def typed_config(plan):
+    return benchmarks.get(plan.benchmark).typed(plan.config)
 
 
 @pytest.mark.parametrize(
@@ -18,7 +22,7 @@ from harness.run import execute as runner
     ],
 )
 def test_record_configs_resolve_to_nvidia_batch_and_lr(tmp_path, system, gbs, mbs, lr, world):
-    plan = runner.resolve("rgat", system, runs=1, seed=1, results_dir=tmp_path).plans[0]
+    plan = runner.resolve(benchmarks.get("rgat"), system, runs=1, seed=1, results_dir=tmp_path).plans[0]
     cfg = typed_config(plan)
     assert (plan.size, cfg.global_batch_size, cfg.opt_base_learning_rate) == ("full", gbs, lr)
     assert (plan.layout.world_size, plan.layout.dp, plan.layout.micro_batch_size, plan.layout.grad_accum) == (
@@ -36,9 +40,11 @@ def test_record_configs_resolve_to_nvidia_batch_and_lr(tmp_path, system, gbs, mb
 
 
 def test_tiny_plan_one_and_two_ranks(tmp_path):
-    one = runner.resolve("gnn", "cpu-local", "tiny", runs=1, seed=1, results_dir=tmp_path).plans[0]
+    one = runner.resolve(
+        benchmarks.get("gnn"), "cpu-local", "tiny", runs=1, seed=1, results_dir=tmp_path
+    ).plans[0]
     two = runner.resolve(
-        "gnn", "cpu-local", "tiny", runs=1, seed=1, results_dir=tmp_path, nproc_per_node=2
+        benchmarks.get("gnn"), "cpu-local", "tiny", runs=1, seed=1, results_dir=tmp_path, nproc_per_node=2
     ).plans[0]
     assert (one.layout.dp, one.layout.grad_accum) == (1, 2) and (two.layout.dp, two.layout.grad_accum) == (
         2,
@@ -61,7 +67,7 @@ def test_tiny_plan_one_and_two_ranks(tmp_path):
 )
 def test_refusals(tmp_path, system, sets, message):
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
-        runner.resolve("gnn", system, runs=1, seed=1, results_dir=tmp_path, sets=sets)
+        runner.resolve(benchmarks.get("gnn"), system, runs=1, seed=1, results_dir=tmp_path, sets=sets)
 
 
 def test_config_consistency_errors():
@@ -79,5 +85,7 @@ def test_the_gpu_precision_switches_run_on_cpu_as_the_tiny_config_ships_them(tmp
     for name in ("fp8_features", "amp"):
         assert GnnConfig.SWITCHES[name].on == ("cpu", "gpu")
     for system in ("cpu-local", "dgx-h100x8"):
-        cfg = typed_config(runner.resolve("gnn", system, runs=1, seed=1, results_dir=tmp_path).plans[0])
+        cfg = typed_config(
+            runner.resolve(benchmarks.get("gnn"), system, runs=1, seed=1, results_dir=tmp_path).plans[0]
+        )
         assert (cfg.amp, cfg.fp8_features) == (True, True)

@@ -9,9 +9,10 @@ import pytest
 from helpers import make_plan
 
 from benchmarks import typed_config
+from benchmarks.gnn import DATA as manifest
 from harness.core.errors import ConfigError
 from harness.core.runplan import RunPlan
-from reference_impls.gnn import data, manifest, prepare
+from reference_impls.gnn import data, prepare
 
 SMALL = ("num_nodes={paper: 2000, author: 3000, institute: 40, fos: 60}", "num_labeled_papers=2000")
 

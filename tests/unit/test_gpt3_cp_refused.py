@@ -21,14 +21,14 @@ def test_cp2_on_a_gpu_system_is_one_line_exit_2(mlperf):
 def test_the_planner_never_proposes_cp_and_no_shipped_config_sets_it():
     from harness.planner.search import implementation
 
-    assert "cp" not in implementation("gpt3")["supports"]
-    for path in (benchmarks.folder("gpt3") / "configs").glob("*.yaml"):
+    assert "cp" not in implementation(benchmarks.get("gpt3"))["supports"]
+    for path in benchmarks.get("gpt3").configs_dir.glob("*.yaml"):
         assert load_yaml(path).get("config", {}).get("context_parallel_size", 1) == 1, path.name
 
 
 @pytest.mark.parametrize("system", ["dgx-h100x64", "gb200-nvl72"])
 def test_full_size_layouts_have_no_cp(tmp_path, system):
-    plan = make_plans("gpt3", system, size="full", runs=1, seed=1, results_dir=tmp_path)[0]
+    plan = make_plans(benchmarks.get("gpt3"), system, size="full", runs=1, seed=1, results_dir=tmp_path)[0]
     assert plan.layout.cp == 1 and plan.layout.world_size > 1
 
 
@@ -37,7 +37,13 @@ def test_bf16_resolves_on_cpu_and_builds_a_bf16_megatron_config(tmp_path):
     from reference_impls.gpt3 import model as gm
 
     plan = make_plans(
-        "gpt3", "cpu-local", size="tiny", sets=("precision=bf16",), runs=1, seed=1, results_dir=tmp_path
+        benchmarks.get("gpt3"),
+        "cpu-local",
+        size="tiny",
+        sets=("precision=bf16",),
+        runs=1,
+        seed=1,
+        results_dir=tmp_path,
     )[0]
     t = gm.transformer_config(typed_config(plan), plan.layout, "cpu")
     assert t.bf16 and t.params_dtype == t.pipeline_dtype and str(t.params_dtype) == "torch.bfloat16"

@@ -12,7 +12,10 @@ import numpy as np
 import pytest
 import yaml
 
-from reference_impls.gpt3 import data, manifest
+import benchmarks
+from benchmarks.gpt3 import DATA as manifest
+from harness.core.data_manifest import sha256
+from reference_impls.gpt3 import data
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -64,7 +67,7 @@ def test_generate_tiny_is_byte_identical(tmp_path, monkeypatch):
     data.generate_tiny(tmp_path / "b", cfg)
     files = sorted(p.name for p in (tmp_path / "a").iterdir())
     assert len(files) == 6
-    assert all(manifest.sha256(tmp_path / "a" / f) == manifest.sha256(tmp_path / "b" / f) for f in files)
+    assert all(sha256(tmp_path / "a" / f) == sha256(tmp_path / "b" / f) for f in files)
     # The validation shard holds exactly eval_samples sequences (+1 token for the last label).
     from megatron.core.datasets.indexed_dataset import IndexedDataset
 
@@ -73,15 +76,17 @@ def test_generate_tiny_is_byte_identical(tmp_path, monkeypatch):
 
 def test_manifest_is_torch_free_and_rejects_empty_or_stale_dirs(tmp_path):
     code = (
-        "import sys, reference_impls.gpt3.manifest as m; "
+        "import sys, benchmarks; benchmarks.get('gpt3').impl.data; "
         "assert 'torch' not in sys.modules and 'megatron' not in sys.modules"
     )
     r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    plan = SimpleNamespace(size="tiny", data_dir=str(tmp_path), config={"max_sequence_length": 64})
+    plan = SimpleNamespace(
+        benchmark="gpt3", size="tiny", data_dir=str(tmp_path), config={"max_sequence_length": 64}
+    )
     assert not manifest.is_prepared(plan)
     (tmp_path / "x.bin").write_bytes(b"12")
-    manifest.write(tmp_path, ["x.bin"], plan.config, {})
+    manifest.write(plan, ["x.bin"])
     assert manifest.is_prepared(plan)
     assert not manifest.is_prepared(SimpleNamespace(**{**vars(plan), "config": {"max_sequence_length": 128}}))
     (tmp_path / "x.bin").write_bytes(b"13")  # same size, other bytes: tiny data is sha256-checked
@@ -107,7 +112,7 @@ def test_tiny_target_in_benchmark_yaml_equals_the_tiny_rules_window():
     from benchmarks.tiny_rules import benchmark_rules
 
     target = yaml.safe_load((REPO / "benchmarks/gpt3/benchmark.yaml").read_text())["quality"][0]["tiny"]
-    rules = [r for r in benchmark_rules("4.1.0", "gpt3", "gpt3") if "KEY" in r]
+    rules = [r for r in benchmark_rules("4.1.0", "gpt3", benchmarks.get("gpt3")) if "KEY" in r]
     check = next(r["KEY"]["ATLEAST_ONE_CHECK"] for r in rules if r["KEY"]["NAME"] == "eval_accuracy")
     upper = float(re.search(r"v\['value'\] <= ([0-9.]+)", check).group(1))
     lower = float(re.search(r"v\['value'\] > ([0-9.]+)", check).group(1))

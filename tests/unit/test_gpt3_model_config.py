@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import benchmarks
 from benchmarks import typed_config
 from harness.run.execute import make_plans
 
@@ -14,7 +15,7 @@ from harness.run.execute import make_plans
 def test_full_size_transformer_config_matches_nvidia_layout(tmp_path, system, tp, pp, vp, graphs):
     from reference_impls.gpt3 import model as gm
 
-    plan = make_plans("gpt3", system, size="full", runs=1, seed=1, results_dir=tmp_path)[0]
+    plan = make_plans(benchmarks.get("gpt3"), system, size="full", runs=1, seed=1, results_dir=tmp_path)[0]
     t = gm.transformer_config(typed_config(plan), plan.layout, "cuda:0")
     assert (t.num_layers, t.hidden_size, t.num_attention_heads, t.ffn_hidden_size) == (96, 12288, 96, 49152)
     assert (t.tensor_model_parallel_size, t.pipeline_model_parallel_size) == (tp, pp)
@@ -31,11 +32,20 @@ def test_cpu_config_is_fp32_local_and_only_cuda_kernel_switches_are_refused(tmp_
 
     sets = ("tensor_model_parallel_size=2", "sequence_parallel=true", "distributed_optimizer=true")
     plan = make_plans(
-        "gpt3", "cpu-local", size="tiny", sets=sets, nproc_per_node=2, runs=1, seed=1, results_dir=tmp_path
+        benchmarks.get("gpt3"),
+        "cpu-local",
+        size="tiny",
+        sets=sets,
+        nproc_per_node=2,
+        runs=1,
+        seed=1,
+        results_dir=tmp_path,
     )[0]
     t = gm.transformer_config(typed_config(plan), plan.layout, "cpu")
     assert not t.bf16 and t.fp8 is None and t.use_cpu_initialization
     assert t.sequence_parallel and t.tensor_model_parallel_size == 2  # honoured on CPU (cpu_compat)
     for key in ("fp8", "cuda_graphs"):  # tp_comm_overlap: tests/unit/test_config_fields.py
         with pytest.raises(ConfigError, match=f"{key}=true needs a GPU"):
-            make_plans("gpt3", "cpu-local", size="tiny", sets=(f"{key}=true",), results_dir=tmp_path)
+            make_plans(
+                benchmarks.get("gpt3"), "cpu-local", size="tiny", sets=(f"{key}=true",), results_dir=tmp_path
+            )

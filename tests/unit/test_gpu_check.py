@@ -133,7 +133,7 @@ def test_smoke_layers_and_steps_ran_with_their_flops(smoke):
 
 
 def test_smoke_builds_a_run_for_every_benchmark_and_gpu_only_switch(smoke):
-    from benchmarks import available, config_class
+    from benchmarks import available, get
     from benchmarks.base import gpu_only
 
     _, by_name = smoke
@@ -147,7 +147,7 @@ def test_smoke_builds_a_run_for_every_benchmark_and_gpu_only_switch(smoke):
     runs = 0
     for bench in available():
         assert f"tiny/{bench}" in by_name
-        cls = config_class(bench)
+        cls = get(bench).config
         also = [k for k in GPU_ALSO if k in cls.model_fields and k not in gpu_only(cls)]
         for key in [*gpu_only(cls), *also]:
             c = by_name[f"switch/{bench}/{key}"]
@@ -195,9 +195,9 @@ def test_the_json_is_rewritten_after_every_check(tmp_path, monkeypatch):
 
 
 def test_on_values_are_what_a_user_would_set():
-    from benchmarks import config_class
+    from benchmarks import get
 
-    gpt3, sd = config_class("gpt3"), config_class("stable_diffusion")
+    gpt3, sd = get("gpt3").config, get("stable_diffusion").config
     assert on_value(gpt3, "fp8") == "true" and on_value(gpt3, "precision") == "bf16"
     assert on_value(sd, "precision") == "fp16" and on_value(gpt3, "context_parallel_size") == "2"
 

@@ -12,6 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import benchmarks
 from harness.run.execute import resolve
 from harness.run.launch.local import _env
 
@@ -19,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _plan_and_system(system: str):
-    r = resolve("gpt3", system, "tiny", runs=1, seed=1, nproc_per_node=1, sets=[])
+    r = resolve(benchmarks.get("gpt3"), system, "tiny", runs=1, seed=1, nproc_per_node=1, sets=[])
     return r.plans[0], r.system
 
 

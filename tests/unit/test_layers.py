@@ -20,11 +20,10 @@ ALLOWED = {
     "run": {"planner", "resolve", "core", "benchmarks"},
     "review": {"core", "benchmarks"},
     "planner": {"resolve", "core", "benchmarks"},
-    "resolve": {"spec", "core", "benchmarks"},
-    # reference_impls/<name>/: spec.py and manifest.py are torch-free (the CLI reads them; the spec
-    # imports the training code lazily); the rest is the in-rank training code
-    "spec": {"impl", "core", "benchmarks"},
-    "impl": {"spec", "train", "core", "benchmarks"},
+    "resolve": {"core", "benchmarks"},
+    # reference_impls/<name>/: the in-rank training code; the registry (benchmarks/) names it only
+    # by lazy "module:attr" strings, never by an import, so nothing above imports it
+    "impl": {"train", "core", "benchmarks"},
     "train": {"core"},
     "benchmarks": {"core"},
     "core": set(),
@@ -43,8 +42,7 @@ def layer(mod: str) -> str:
             parts[1], {"train": "train", "core": "core"}.get(parts[1], "unknown")
         )
     if parts[0] == "reference_impls":
-        # the spec and the torch-free data manifest are what the CLI may read
-        return "spec" if len(parts) > 2 and parts[2] in ("spec", "manifest") else "impl"
+        return "impl"
     return parts[0]
 
 
@@ -100,9 +98,7 @@ def violations(g: dict[str, set[str]]) -> list[str]:
                 bad.append(f"{mod} -> {dep}: a module outside the layers (add it to NOTES.md and this test)")
             elif dst != src and dst not in ALLOWED[src]:
                 bad.append(f"{mod} ({src}) -> {dep} ({dst}): wrong-way import")
-            elif (
-                src in ("impl", "spec") and dst in ("impl", "spec") and mod.split(".")[1] != dep.split(".")[1]
-            ):
+            elif src == dst == "impl" and mod.split(".")[1] != dep.split(".")[1]:
                 bad.append(f"{mod} -> {dep}: one benchmark's code imports another's")
     return bad
 

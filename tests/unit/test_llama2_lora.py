@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from helpers import make_plan, run_entry
 
+import benchmarks
 from benchmarks import typed_config
 from benchmarks.llama2_70b_lora.config import Llama2LoraConfig
 from harness.core.errors import ConfigError
@@ -32,7 +33,7 @@ def test_tiny_rules_keep_the_literal_lora_rank():
     from benchmarks.tiny_rules import closed_values
 
     for rs in ("4.0.0", "6.1.0"):
-        assert closed_values("llama2_70b_lora", rs, "tiny")["lora_rank"][0] == (16,)
+        assert closed_values(benchmarks.get("llama2_70b_lora"), rs, "tiny")["lora_rank"][0] == (16,)
 
 
 @pytest.mark.parametrize("gbs,skip,interval", [(8, 3, 48), (16, 4, 24), (48, 8, 8), (128, 18, 3)])
@@ -64,7 +65,7 @@ def test_cosine_schedule_and_warmup():
 def test_full_size_plans_for_the_record_systems(system, dp, cp, gbs, lr, steps):
     from harness.run.execute import resolve
 
-    r = resolve("llama2_70b_lora", system, runs=1, seed=1)
+    r = resolve(benchmarks.get("llama2_70b_lora"), system, runs=1, seed=1)
     p = r.plans[0]
     assert p.size == "full" and p.target == {"eval_loss": 0.925}
     assert (p.layout.dp, p.layout.cp, p.layout.tp, p.layout.global_batch_size, p.layout.grad_accum) == (
@@ -92,7 +93,13 @@ def test_tensor_parallelism_is_refused():
     from harness.run.execute import resolve
 
     with pytest.raises(ConfigError, match="tensor_model_parallel_size"):
-        resolve("llama2_70b_lora", "dgx-h100x1", runs=1, seed=1, sets=("tensor_model_parallel_size=4",))
+        resolve(
+            benchmarks.get("llama2_70b_lora"),
+            "dgx-h100x1",
+            runs=1,
+            seed=1,
+            sets=("tensor_model_parallel_size=4",),
+        )
 
 
 def test_fused_qkv_attention_matches_split_llama_and_lora_targets():
@@ -191,11 +198,11 @@ def _tiny_plan(tmp_path, data_dir):
 
 
 def test_manifest_is_torch_free_and_detects_unprepared(tmp_path):
-    code = "import sys, reference_impls.llama2_70b_lora.manifest; assert 'torch' not in sys.modules"
+    code = "import sys, benchmarks; benchmarks.get('llama2_70b_lora').impl.data; assert 'torch' not in sys.modules"
     assert subprocess.run([sys.executable, "-c", code], cwd=REPO).returncode == 0
-    from reference_impls.llama2_70b_lora.manifest import is_prepared
+    from benchmarks.llama2_70b_lora import DATA
 
-    assert not is_prepared(_tiny_plan(tmp_path, tmp_path / "data"))
+    assert not DATA.is_prepared(_tiny_plan(tmp_path, tmp_path / "data"))
 
 
 def test_entrypoint_exits_2_with_one_line_when_the_checkpoint_is_missing(tmp_path):

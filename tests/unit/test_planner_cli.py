@@ -13,6 +13,7 @@ import yaml
 from click.testing import CliRunner
 from fixtures import fixture_path
 
+import benchmarks
 from harness import planner
 from harness.commands.plan import plan as plan_cmd
 from harness.core.errors import ConfigError
@@ -75,7 +76,7 @@ def test_system_json_from_a_results_repository(name, bench):
 def test_gb200_is_faster_than_as_many_h100s():
     gb = run_json("gpt3", "--system", "gb200-nvl72")
     spec = systems.load("dgx-h100x8").with_overrides(nodes=9)  # 72 x H100
-    h100 = planner.plan("gpt3", spec).options[0].minutes
+    h100 = planner.plan(benchmarks.get("gpt3"), spec).options[0].minutes
     assert 2.0 < h100 / gb["predicted_min"] < 6.0
 
 
@@ -243,7 +244,7 @@ def test_needs_exactly_one_system():
 def test_best_config_for_the_runner():
     from benchmarks.gpt3.config import Gpt3Config
 
-    over = planner.best_config("gpt3", systems.load("dgx-h100x64"))
+    over = planner.best_config(benchmarks.get("gpt3"), systems.load("dgx-h100x64"))
     assert set(over) >= {
         "tensor_model_parallel_size",
         "pipeline_model_parallel_size",
@@ -255,7 +256,7 @@ def test_best_config_for_the_runner():
         "distributed_optimizer",
     }
     Gpt3Config(**over)  # the overrides are a valid config
-    sd = planner.best_config("stable_diffusion", "dgx-h100x8")
+    sd = planner.best_config(benchmarks.get("stable_diffusion"), "dgx-h100x8")
     assert (
         set(sd) == {"global_batch_size", "micro_batch_size"}
         and sd["global_batch_size"] == 64 * sd["micro_batch_size"]
@@ -294,14 +295,13 @@ def test_plan_never_imports_torch_and_is_fast(args):
 
 def test_best_config_respects_what_the_harness_implementation_runs():
     """llama2_70b_lora runs DP + CP with FSDP here (no TP/PP): best_config must not ask for TP."""
-    import benchmarks
     from harness.core.layout import derive
 
-    impl = planner.implementation("llama2_70b_lora")
-    over = planner.best_config("llama2_70b_lora", "dgx-h100x8")
+    impl = planner.implementation(benchmarks.get("llama2_70b_lora"))
+    over = planner.best_config(benchmarks.get("llama2_70b_lora"), "dgx-h100x8")
     for key in ("tensor_model_parallel_size", "pipeline_model_parallel_size"):
         assert "tp" in impl["supports"] or over[key] == 1
-    cfg = benchmarks.config_class("llama2_70b_lora")(**over)
+    cfg = benchmarks.get("llama2_70b_lora").config(**over)
     derive(cfg, 8, 8, 8, cfg.num_layers, impl["supports"])
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+import benchmarks
 from harness.core.errors import ConfigError
 from harness.planner import calibration as C
 from harness.planner import hardware as H
@@ -13,8 +14,10 @@ from harness.planner import memory as M
 from harness.planner import rcp, report
 from harness.planner import search as S
 from harness.planner import stacks as ST
+from harness.planner import workloads as W
 
 ROWS = C.published()
+B = benchmarks.get
 
 
 def _checker_record(bench, bs, ruleset="4.0.0"):
@@ -52,23 +55,24 @@ def _checker_record(bench, bs, ruleset="4.0.0"):
     ],
 )
 def test_rcp_mean_matches_the_official_checker(bench, bs, ruleset):
-    assert rcp.checker_mean(bench, bs, ruleset) == pytest.approx(
+    assert rcp.checker_mean(B(bench), bs, ruleset) == pytest.approx(
         _checker_record(bench, bs, ruleset)["RCP Mean"], rel=1e-9
     )
 
 
 def test_samples_the_score_sees():
-    assert rcp.converge("gpt3", 2304) == pytest.approx(1_189_085_184)
-    assert rcp.converge("gpt3", 2904) == pytest.approx(1_203_830_784)
-    assert rcp.converge("llama2_70b_lora", 8) == pytest.approx(3178.6667, rel=1e-6)
+    gpt3 = B("gpt3")
+    assert rcp.converge(gpt3, 2304) == pytest.approx(1_189_085_184)
+    assert rcp.converge(gpt3, 2904) == pytest.approx(1_203_830_784)
+    assert rcp.converge(B("llama2_70b_lora"), 8) == pytest.approx(3178.6667, rel=1e-6)
     # below the pruned set a run keeps its own (slower) convergence: the 1536 reference runs
-    assert rcp.converge("gpt3", 1536) == pytest.approx(rcp.reference_mean("gpt3", 1536))
-    assert rcp.reference_mean("gpt3", 1536) > rcp.checker_mean("gpt3", 1536)
+    assert rcp.converge(gpt3, 1536) == pytest.approx(rcp.reference_mean(gpt3, 1536))
+    assert rcp.reference_mean(gpt3, 1536) > rcp.checker_mean(gpt3, 1536)
     # 3.1.0 counted stable_diffusion in steps: 5000 steps x 512 images
-    assert rcp.samples_to_converge("stable_diffusion", 512, "3.1.0") == pytest.approx(5000 * 512)
+    assert rcp.samples_to_converge(B("stable_diffusion"), 512, "3.1.0") == pytest.approx(5000 * 512)
     with pytest.raises(ConfigError, match="Missing RCP"):
-        rcp.converge("gpt3", 8200)
-    rcp.check_bs("gpt3", 1024)  # below the smallest RCP: accepted as the checker does
+        rcp.converge(gpt3, 8200)
+    rcp.check_bs(gpt3, 1024)  # below the smallest RCP: accepted as the checker does
 
 
 @pytest.mark.parametrize(
@@ -179,11 +183,13 @@ def test_no_fp8_gain_without_fp8():
     k = C.constants()
     for name in ("NVIDIA A100-SXM4-80GB", "TPU-v5p"):
         hw = H.from_catalogue(name, 8, 8)
-        p = S.search_layouts("gpt3", hw, stack=ST.make("nvidia-ngc", "24.04"), k={**k, "stack_factor": 1.0})
+        p = S.search_layouts(
+            B("gpt3"), hw, stack=ST.make("nvidia-ngc", "24.04"), k={**k, "stack_factor": 1.0}
+        )
         assert not p.options[0].candidate.fp8
         assert any("no FP8" in n for n in report.assumptions(p))
     h100 = H.from_catalogue("NVIDIA H100-SXM5-80GB", 8, 8)
-    assert S.search_layouts("gpt3", h100, stack=ST.make("nvidia-ngc", "24.04")).options[0].candidate.fp8
+    assert S.search_layouts(B("gpt3"), h100, stack=ST.make("nvidia-ngc", "24.04")).options[0].candidate.fp8
 
 
 LAYOUT_ROWS = [r for r in ROWS if r.layout and r.bench in ("gpt3", "llama2_70b_lora")]
@@ -192,7 +198,7 @@ LAYOUT_ROWS = [r for r in ROWS if r.layout and r.bench in ("gpt3", "llama2_70b_l
 @pytest.mark.parametrize("row", LAYOUT_ROWS, ids=[r.id for r in LAYOUT_ROWS])
 def test_record_config_fits_in_memory(row):
     hw = row.hardware()
-    w = S.W.get(row.bench)
+    w = W.get(B(row.bench))
     tp, pp, vp, cp, mbs = row.layout
     c = M.Candidate(
         tp=tp,
@@ -228,7 +234,7 @@ DISAGREE = {
 def test_record_layout_in_top5_at_its_batch(row):
     """NVIDIA's layout is among the 5 best distinct layouts, or predicted within 5 % of the best
     (closer than the model's held-out error: the planner cannot tell them apart)."""
-    plan = S.search_layouts(row.bench, row.hardware(), gbs=row.gbs, stack=row.stack(), ruleset=row.ruleset)
+    plan = S.search_layouts(B(row.bench), row.hardware(), gbs=row.gbs, stack=row.stack(), ruleset=row.ruleset)
     ranked = report.distinct(plan, 10_000)
     keys = [(o.candidate.tp, o.candidate.pp, o.candidate.vp, o.candidate.cp, o.candidate.mbs) for o in ranked]
     assert row.layout in keys, "record layout not even considered"
@@ -254,8 +260,9 @@ def test_shipped_accuracy_is_held_out_on_the_shipped_rows():
 
 def test_gnn_feature_store_placement_matches_nvidia():
     k = C.constants()
-    where = {
-        r.id: M.gnn_placement(r.hardware(), k)
+    gnn = B("gnn")
+    where = {  # the feature store placement of the record implementation (gnn's cost model)
+        r.id: gnn.cost.policy(W.get(gnn), r.hardware(), k, "record")["feature_store"]
         for r in ROWS
         if r.bench == "gnn" and r.submitter == "NVIDIA" and r.round == "v4.0"  # NVIDIA's v4.0 configs
     }

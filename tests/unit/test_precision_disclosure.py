@@ -39,7 +39,7 @@ def allowed(part: str) -> frozenset[str]:
 
 def _config_values(bench: str, name: str) -> dict:
     """A shipped config file's values as `mlperf run` layers them: a tiny-size file over tiny.yaml."""
-    folder = benchmarks.folder(bench) / "configs"
+    folder = benchmarks.get(bench).configs_dir
     data = yaml.safe_load((folder / name).read_text(encoding="utf-8"))
     base = {}
     if data.get("size", "full") == "tiny":
@@ -57,9 +57,7 @@ def _devices(cfg: BenchmarkConfig) -> list[str]:
 
 
 SHIPPED = [
-    (b, f.name)
-    for b in benchmarks.available()
-    for f in sorted((benchmarks.folder(b) / "configs").glob("*.yaml"))
+    (b, f.name) for b in benchmarks.available() for f in sorted(benchmarks.get(b).configs_dir.glob("*.yaml"))
 ]
 
 
@@ -86,7 +84,7 @@ def test_allowed_values_come_from_the_package():
 
 @pytest.mark.parametrize(("bench", "name"), SHIPPED, ids=[f"{b}-{n}" for b, n in SHIPPED])
 def test_shipped_configs_disclose_allowed_values(bench, name, te):
-    cfg = benchmarks.config_class(bench).model_validate(_config_values(bench, name))
+    cfg = benchmarks.get(bench).config.model_validate(_config_values(bench, name))
     devices = _devices(cfg)
     assert devices, f"{bench} {name}: no device kind honours its switches"
     for device in devices:
@@ -100,7 +98,7 @@ def test_base_config_has_no_precision_of_its_own():
     with pytest.raises(NotImplementedError):
         BenchmarkConfig(global_batch_size=1).lowest_precision("cpu")
     for bench in benchmarks.available():
-        cls = benchmarks.config_class(bench)
+        cls = benchmarks.get(bench).config
         assert cls.lowest_precision is not BenchmarkConfig.lowest_precision, bench
 
 
@@ -179,7 +177,7 @@ CASES = [
 def test_precision_follows_the_switches(bench, device, settings, has_te, want, monkeypatch):
     _set_te(monkeypatch, has_te)
     tiny = _config_values(bench, "tiny.yaml")
-    cfg = benchmarks.config_class(bench).model_validate({**tiny, **settings})
+    cfg = benchmarks.get(bench).config.model_validate({**tiny, **settings})
     got = cfg.lowest_precision(device)
     assert (got["linear"], got["attn"], got["comm"]) == want
     for part in PARTS:
@@ -188,8 +186,8 @@ def test_precision_follows_the_switches(bench, device, settings, has_te, want, m
 
 def test_shipped_gpu_records_disclose_fp8():
     """The NVIDIA-record layouts shipped for GPUs: FP8 linears where they set fp8, attention bf16."""
-    gpt3 = benchmarks.config_class("gpt3").model_validate(_config_values("gpt3", "dgx-h100x64.yaml"))
+    gpt3 = benchmarks.get("gpt3").config.model_validate(_config_values("gpt3", "dgx-h100x64.yaml"))
     assert gpt3.lowest_precision("cuda") == {"linear": "fp8", "attn": "bfloat16", "comm": "fp8"}
-    llama = benchmarks.config_class("llama2_70b_lora")
+    llama = benchmarks.get("llama2_70b_lora").config
     cfg = llama.model_validate(_config_values("llama2_70b_lora", "dgx-h100x8.yaml"))
     assert cfg.lowest_precision("cuda") == {"linear": "fp8", "attn": "bfloat16", "comm": "bfloat16"}

@@ -40,7 +40,7 @@ def _configs(bench: str) -> list[tuple[str, str, str]]:
     import yaml
 
     out = []
-    for p in sorted((benchmarks.folder(bench) / "configs").glob("*.yaml")):
+    for p in sorted(benchmarks.get(bench).configs_dir.glob("*.yaml")):
         size = yaml.safe_load(p.read_text()).get("size", "full")
         out.append(("cpu-local" if p.stem == "tiny" else p.stem, size, p.name))
     return out
@@ -74,7 +74,13 @@ def test_every_shipped_config_resolves_under_every_ruleset(bench, ruleset):
     name = rulesets.names_by_ruleset(bench)[ruleset]
     for system, size, filename in _configs(bench):
         r = resolve_runs(
-            bench, system, size=size, runs=1, seed=0, ruleset=ruleset, results_dir="/nonexistent"
+            benchmarks.get(bench),
+            system,
+            size=size,
+            runs=1,
+            seed=0,
+            ruleset=ruleset,
+            results_dir="/nonexistent",
         )
         p = r.plans[0]
         assert (p.ruleset, p.submission_benchmark) == (ruleset, name)
@@ -113,13 +119,13 @@ def _bound(expr: str, direction: str, metric: str) -> float:
 def test_targets_equal_the_package_window_and_the_tiny_window(bench, ruleset):
     name = rulesets.names_by_ruleset(bench)[ruleset]
     full = rule_files.quality_window(ruleset, name)
-    tiny_recs = tiny_rules.benchmark_rules(ruleset, name, bench)
+    tiny_recs = tiny_rules.benchmark_rules(ruleset, name, benchmarks.get(bench))
     tiny = next(
         str(e["KEY"]["ATLEAST_ONE_CHECK"]).strip()
         for e in tiny_recs
         if "KEY" in e and e["KEY"].get("ATLEAST_ONE_CHECK")
     )
-    for q in benchmarks.get(bench).quality:
+    for q in benchmarks.get(bench).rules.quality:
         assert _bound(full, q.direction, q.metric) == q.full, (ruleset, full)
         assert _bound(tiny, q.direction, q.metric) == q.tiny, (ruleset, tiny)
 
@@ -155,24 +161,36 @@ def test_tiny_rules_hold_a_tiny_log_to_its_rulesets_keys():
     assert "/tiny_rules.yaml" in bench["POST"] and "closed_" not in bench["POST"]
 
 
-def test_a_replacement_for_a_key_the_ruleset_lacks_is_refused(monkeypatch):
-    defn = benchmarks.get("gpt3").model_copy(update={"tiny_rules": {"no_such_key": {"CHECK": "True"}}})
-    monkeypatch.setattr(benchmarks, "get", lambda name: defn)
+def test_a_replacement_for_a_key_the_ruleset_lacks_is_refused():
+    import dataclasses
+
+    gpt3 = benchmarks.get("gpt3")
+    bench = dataclasses.replace(gpt3)  # its own `rules`, changed below; the registry's stays as it is
+    bench.__dict__["rules"] = gpt3.rules.model_copy(update={"tiny_rules": {"no_such_key": {"CHECK": "True"}}})
     with pytest.raises(
         ConfigError, match="tiny_rules.no_such_key: training_4.1.0/closed_gpt3.yaml has no such key"
     ):
-        tiny_rules.benchmark_rules("4.1.0", "gpt3", "gpt3")
+        tiny_rules.benchmark_rules("4.1.0", "gpt3", bench)
 
 
 def test_closed_literals_are_read_per_ruleset_and_refuse_set():
-    vals = tiny_rules.closed_values("gpt3", "4.1.0", "full")
+    vals = tiny_rules.closed_values(benchmarks.get("gpt3"), "4.1.0", "full")
     assert vals["opt_base_learning_rate"][0] == (2e-5, 3e-5)
     assert vals["opt_base_learning_rate"][2] == "training_4.1.0/closed_gpt3.yaml"
-    assert tiny_rules.closed_values("gpt3", "4.1.0", "tiny")["max_sequence_length"][0] == (64,)
+    assert tiny_rules.closed_values(benchmarks.get("gpt3"), "4.1.0", "tiny")["max_sequence_length"][0] == (
+        64,
+    )
     with pytest.raises(
         ConfigError, match=r"'lora_rank' is fixed at 16 .* training_5\.0\.0/closed_llama2_70b_lora\.yaml"
     ):
-        resolve_runs("llama2_70b_lora", "cpu-local", runs=1, seed=0, sets=["lora_rank=8"], ruleset="5.0.0")
+        resolve_runs(
+            benchmarks.get("llama2_70b_lora"),
+            "cpu-local",
+            runs=1,
+            seed=0,
+            sets=["lora_rank=8"],
+            ruleset="5.0.0",
+        )
 
 
 def _logged_hyperparameters(bench: str) -> tuple[str, ...]:
@@ -192,7 +210,7 @@ def test_a_full_size_6_1_0_header_meets_the_closed_rules(tmp_path):
 
     from harness.core.mllog import MLLog
 
-    r = resolve_runs("llama2_70b_lora", "dgx-h100x8", runs=1, seed=1, results_dir=tmp_path)
+    r = resolve_runs(benchmarks.get("llama2_70b_lora"), "dgx-h100x8", runs=1, seed=1, results_dir=tmp_path)
     plan = r.plans[0]
     assert plan.ruleset == "6.1.0" and plan.size == "full"
     hp = {

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import benchmarks
 from harness.core.errors import ConfigError
 from harness.run.launch import sbatch, topology
 from harness.run.launch.slurm import SlurmLauncher
@@ -190,7 +191,9 @@ SLURM_PROCID=1 exec "$@"
 def cpu_plan(tmp_path_factory):
     from harness.run import execute as runner
 
-    r = runner.resolve("gpt3", "cpu-slurm", runs=1, seed=1, results_dir=tmp_path_factory.mktemp("res"))
+    r = runner.resolve(
+        benchmarks.get("gpt3"), "cpu-slurm", runs=1, seed=1, results_dir=tmp_path_factory.mktemp("res")
+    )
     return r.plans[0], r.system
 
 

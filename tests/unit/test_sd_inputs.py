@@ -9,10 +9,15 @@ import numpy as np
 import pytest
 from helpers import make_plan, run_entry
 
-from benchmarks import typed_config
+import benchmarks
+from benchmarks.stable_diffusion import DATA as manifest
 from harness.core.errors import ConfigError
 from harness.run.execute import make_plans
-from reference_impls.stable_diffusion import data, manifest, metrics, prepare
+from reference_impls.stable_diffusion import data, metrics, prepare
+
+
+def typed_config(plan):
+    return benchmarks.get(plan.benchmark).typed(plan.config)
 
 
 def _plan(tmp_path, system="cpu-local", size="tiny"):
@@ -108,4 +113,10 @@ def test_record_configs_plan_nvidia_batch_and_lr(tmp_path, system, gbs, lr, ckpt
 
 def test_tiny_refuses_fixed_adamw_values(tmp_path):
     with pytest.raises(ConfigError, match="fixed"):
-        make_plans("sd", "cpu-local", size="tiny", results_dir=tmp_path, sets=("opt_adamw_weight_decay=0.1",))
+        make_plans(
+            benchmarks.get("sd"),
+            "cpu-local",
+            size="tiny",
+            results_dir=tmp_path,
+            sets=("opt_adamw_weight_decay=0.1",),
+        )

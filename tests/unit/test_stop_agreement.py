@@ -15,7 +15,7 @@ class _Log:
 
 
 def _rank_whose_signal_lands_during_the_vote() -> Runtime:
-    rt = Runtime(plan=None, rank=1, world_size=2, local_rank=1, device="cpu", log=_Log())
+    rt = Runtime(plan=None, rank=1, world_size=2, local_rank=1, device="cpu", log=_Log(), cfg=None)
     votes = []
 
     def any_rank(flag: bool) -> bool:
@@ -37,7 +37,7 @@ def test_a_signal_handled_after_the_vote_is_agreed_at_the_next_boundary_not_acte
 
 
 def test_one_process_stops_on_its_own_flag():
-    rt = Runtime(plan=None, rank=0, world_size=1, local_rank=0, device="cpu", log=_Log())
+    rt = Runtime(plan=None, rank=0, world_size=1, local_rank=0, device="cpu", log=_Log(), cfg=None)
     assert rt.should_stop(1) is False
     rt.stop_requested = True
     assert rt.should_stop(2) is True

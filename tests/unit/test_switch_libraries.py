@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+import benchmarks
 from harness import cli
 from harness.resolve import switches
 
@@ -61,7 +62,7 @@ def test_every_library_switch_is_found_and_installed_ones_pass(monkeypatch):
     }
     cfg = {"fp8": True, "cuda_graphs": False, "context_parallel_size": 2}
     monkeypatch.setattr(switches, "find_spec", lambda name: None)
-    assert switches.missing_libraries("gpt3", cfg) == {"transformer_engine": [("fp8", False)]}
+    assert switches.missing_libraries(benchmarks.get("gpt3"), cfg) == {"transformer_engine": [("fp8", False)]}
     monkeypatch.setattr(switches, "find_spec", lambda name: object())
-    assert switches.missing_libraries("gpt3", cfg) == {}
-    switches.require_libraries("gpt3", cfg)  # no error
+    assert switches.missing_libraries(benchmarks.get("gpt3"), cfg) == {}
+    switches.require_libraries(benchmarks.get("gpt3"), cfg)  # no error

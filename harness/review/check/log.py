@@ -103,6 +103,11 @@ def rules_for(scan: Scan, ruleset: str) -> tuple[str, bool]:
     return f"training_{ruleset}/common.yaml", tiny
 
 
+def _compliance_error(display: str, message: str, fix: str, detail: str = "") -> Finding:
+    """A finding of the official compliance checker's, as this harness words it."""
+    return Finding(display, None, "compliance", "error", message, fix, detail=detail)
+
+
 def _harness_error(res: LogResult, message: str, fix: str, line: int | None = None) -> None:
     """A finding the harness itself makes (the official checker never saw the file or line)."""
     res.findings.append(Finding(res.path, line, "harness", "error", message, fix))
@@ -207,11 +212,8 @@ def check_log(
                     )
             if not any(not f for _n, _w, f in scan.bad):
                 res.findings.append(
-                    Finding(
+                    _compliance_error(
                         display,
-                        None,
-                        "compliance",
-                        "error",
                         msg.strip(),
                         "repair the lines the checker could not parse",
                         detail=raw,
@@ -222,11 +224,8 @@ def check_log(
     if not scan.file_line and crash is None:
         # nothing to check: one finding instead of one per missing key (all kept in `detail`)
         res.findings = [
-            Finding(
+            _compliance_error(
                 display,
-                None,
-                "compliance",
-                "error",
                 f"No log lines detected ({len(res.findings) - 1} required keys missing as a result)",
                 "the file has no ':::MLLOG ' lines: it is empty, truncated or not an MLPerf log",
                 detail="\n".join(f.detail for f in res.findings),
@@ -238,11 +237,8 @@ def check_log(
         res.findings.append(messages.explain_crash(crash, fatal, scan, display, raw))
     elif not res.passed and not errors:
         res.findings.append(
-            Finding(
+            _compliance_error(
                 display,
-                None,
-                "compliance",
-                "error",
                 "FAILED (no message)",
                 "read the checker's output in --json 'detail'",
                 detail=raw,

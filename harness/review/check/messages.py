@@ -150,7 +150,7 @@ _KEY_FIX = {
     "aggregated_eval_accuracy": "log an FID and a CLIP eval_accuracy for every checkpoint, with the same samples_count",
     "opt_base_learning_rate": "use a learning rate the closed rules allow (see the failed test), or submit as open",
     "opt_name": "use the optimizer the rules prescribe for this benchmark (see the failed test)",
-    "submission_benchmark": "this benchmark is not allowed by these rules (4.0.0 open division omits llama2_70b_lora)",
+    "submission_benchmark": "this benchmark is not in these rules' list for the division (`mlperf benchmarks show BENCH` lists its rulesets)",
     "submission_division": "log submission_division once, 'closed' or 'open', before init_stop",
     "global_batch_size": "log global_batch_size exactly once, with one value",
     "harness_size": "tiny logs carry harness_size: tiny exactly once (written by `mlperf run --size tiny`)",

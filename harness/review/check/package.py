@@ -10,8 +10,8 @@ from harness.review.check.messages import Finding
 _PKG_FIX = [
     (
         r"Incorrect number of files",
-        "a result needs exactly the official number of result_<i>.txt files "
-        "(gpt3 3; llama2_70b_lora, gnn, stable_diffusion 10): run `mlperf run` with the default --runs",
+        "a result needs exactly the official number of result_<i>.txt files (`mlperf benchmarks "
+        "list` gives each benchmark's): run `mlperf run` with the default --runs",
     ),
     (
         r"files do not comply, directory cannot be accepted",

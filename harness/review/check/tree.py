@@ -50,6 +50,11 @@ from harness.review.check.systems import check_system_json
 from harness.review.pool import pmap
 
 
+def _harness(path: str, severity: str, message: str, fix: str) -> Finding:
+    """A finding the harness makes about a file of the tree (no line)."""
+    return Finding(path, None, "harness", severity, message, fix)
+
+
 def find_orgs(path: str) -> dict[str, list[str]]:
     """{org folder: [result folders in scope]} for result folders laid out as
     <org>/results/<system>/<benchmark>/; empty when `path` is just a folder of logs."""
@@ -184,10 +189,8 @@ def check_result_dir(
         elif name == "scaling.json" and (os.path.islink(entry) or not os.path.isfile(entry)):
             exclude.add(name)
             findings.append(
-                Finding(
+                _harness(
                     display_path(entry, base),
-                    None,
-                    "harness",
                     "warning",
                     "scaling.json is a link or not a file: not given to the RCP checker, which "
                     "computes its own (the tree is not written to)",
@@ -203,10 +206,8 @@ def check_result_dir(
             continue
         exclude.add(name)
         findings.append(
-            Finding(
+            _harness(
                 display_path(entry, base),
-                None,
-                "harness",
                 "error",
                 f"{what}: not given to the package checker",
                 "replace it with the log file",

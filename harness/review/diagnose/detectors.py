@@ -18,6 +18,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 
 import benchmarks
+from harness.core.errors import ConfigError
 from harness.review.diagnose.inputs import RunData
 
 WARMUP_STEPS = 3  # first steps (graph capture, allocator, caches) are never representative
@@ -72,8 +73,8 @@ def unstable_speed(run: RunData) -> Finding | None:
     med = statistics.median(times)
     if med <= 0:
         return None
-    mean, sd = statistics.fmean(times), statistics.pstdev(times)
-    cv = sd / mean if mean else 0.0
+    mean, std = statistics.fmean(times), statistics.pstdev(times)
+    cv = std / mean if mean else 0.0
     stalls = [(s, c) for s, c in compute if c > STALL_FACTOR * med]
     lost = sum(c - med for _, c in stalls)
     share = lost / sum(times)
@@ -158,7 +159,7 @@ def data_loading(run: RunData) -> Finding | None:
         "batch is ready before the step ends",
         "keep the dataset on local NVMe or in the page cache (RAM disk) instead of a network filesystem",
     ]
-    if run.benchmark in ("stable_diffusion",) or (run.benchmark or "").startswith(("resnet", "unet3d")):
+    if _modality(run.benchmark) == "image":
         remedy.insert(0, "image benchmark: decode and augment on the GPU with NVIDIA DALI at full size")
     return Finding(
         id="data_loading",
@@ -170,6 +171,14 @@ def data_loading(run: RunData) -> Finding | None:
     )
 
 
+def _modality(name: str | None) -> str | None:
+    """What one sample of a registered benchmark is ("image", "text", "graph"); None for others."""
+    try:
+        return benchmarks.get(name or "").modality
+    except ConfigError:
+        return None
+
+
 # ---- 3. learning rate ----------------------------------------------------------------------------
 def _direction(run: RunData) -> tuple[str, float | None]:
     """('lower'|'higher', target) from the plan, else the benchmark registry."""
@@ -177,7 +186,7 @@ def _direction(run: RunData) -> tuple[str, float | None]:
     if run.plan is not None and run.plan.target:
         target = next(iter(run.plan.target.values()))
     try:
-        q = benchmarks.get(run.benchmark).quality[0]
+        q = benchmarks.get(run.benchmark).rules.quality[0]
         size = run.plan.size if run.plan else ("tiny" if run.first("harness_size") == "tiny" else "full")
         return q.direction, target if target is not None else q.target(size)
     except Exception:  # noqa: BLE001 - unknown benchmark: assume a loss (lower is better)
@@ -351,7 +360,7 @@ def _try(plan, **changes) -> str | None:
     from harness.core import layout as layout_mod
 
     try:
-        cfg = benchmarks.typed_config(plan)
+        cfg = benchmarks.get(plan.benchmark).typed(plan.config)
         new = type(cfg).model_validate({**cfg.model_dump(), **changes})
         lay = plan.layout
         got = layout_mod.derive(
