@@ -19,7 +19,10 @@ import time
 from pathlib import Path
 
 import benchmarks
-from benchmarks import typed_config
+
+
+def _typed(plan):
+    return benchmarks.get(plan.benchmark).typed(plan.config)
 
 
 def main(argv=None) -> int:
@@ -54,7 +57,7 @@ def main(argv=None) -> int:
     )[0]
     if not manifest.is_prepared(plan):
         prepare.prepare(plan)
-    cfg = typed_config(plan)
+    cfg = _typed(plan)
     g = data.load(plan.data_dir, cfg, in_memory=True)
     mbs = plan.layout.micro_batch_size
     seeds = [g.train_idx[i * mbs : (i + 1) * mbs] for i in range(max(args.batches, args.ref_batches))]

@@ -27,11 +27,14 @@ import warnings
 from pathlib import Path
 
 import benchmarks
-from benchmarks import typed_config
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 warnings.filterwarnings("ignore")
+
+
+def _typed(plan):
+    return benchmarks.get(plan.benchmark).typed(plan.config)
 
 
 def main() -> int:
@@ -69,7 +72,7 @@ def main() -> int:
     from harness.train.runtime import init_one_process_group
 
     init_one_process_group("gloo")
-    cfg, layout = typed_config(plan), plan.layout
+    cfg, layout = _typed(plan), plan.layout
     train.init_parallel(layout, plan.seed)
     model, optimizer, scheduler, tcfg = gmodel.build(cfg, layout, "cpu")
     gmodel.load_tiny_state(model, optimizer, torch.load(data_dir / manifest.CHECKPOINT, weights_only=True))

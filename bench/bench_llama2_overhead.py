@@ -23,11 +23,14 @@ import time
 from pathlib import Path
 
 import benchmarks
-from benchmarks import typed_config
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def _typed(plan):
+    return benchmarks.get(plan.benchmark).typed(plan.config)
 
 
 CLOCKS = {"cpu": time.process_time, "wall": time.perf_counter}
@@ -57,7 +60,7 @@ def bare(plan, steps: int, clock) -> float:
     from reference_impls.llama2_70b_lora import checkpoint, data
     from reference_impls.llama2_70b_lora import model as M
 
-    cfg = typed_config(plan)
+    cfg = _typed(plan)
     base = M.build_base(cfg)
     checkpoint.load_base_weights(base, Path(plan.data_dir) / cfg.model_dir)
     torch.manual_seed(plan.seed)

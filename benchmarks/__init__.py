@@ -107,12 +107,3 @@ def not_run(name: str) -> str | None:
 def unknown(name: str, table: dict[str, str]) -> str:
     key = str(name).strip().lower()
     return f"unknown benchmark '{name}'{suggest(key, table)}; known: {', '.join(available())}"
-
-
-# ---- transition shims (removed when the last caller takes the object) ----------------------
-def config_class(name: str) -> type[BenchmarkConfig]:
-    return get(name).config
-
-
-def typed_config(plan) -> BenchmarkConfig:
-    return get(plan.benchmark).typed(plan.config)

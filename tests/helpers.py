@@ -28,6 +28,13 @@ def make_plan(benchmark: str, tmp_path: Path, **kw):
     )[0]
 
 
+def typed_config(plan):
+    """A plan's config as its benchmark's typed class (outside a rank; a rank has `rt.cfg`)."""
+    import benchmarks
+
+    return benchmarks.get(plan.benchmark).typed(plan.config)
+
+
 def plan_file(plan, task: str = "train") -> Path:
     """The plan.json a process is started with: the run's own, or a copy whose `task` is `task`
     (what `mlperf prepare` / `lr-find` write)."""

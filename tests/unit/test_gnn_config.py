@@ -1,15 +1,12 @@
 """gnn config and plans: NVIDIA's record layouts, closed-rule refusals, GPU-only switches (torch-free)."""
 
 import pytest
+from helpers import typed_config
 
 import benchmarks
 from benchmarks.gnn.config import GnnConfig
 from harness.core.errors import ConfigError
 from harness.run import execute as runner
-
-
-def typed_config(plan):
-    return benchmarks.get(plan.benchmark).typed(plan.config)
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,8 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import make_plan
+from helpers import make_plan, typed_config
 
-from benchmarks import typed_config
 from benchmarks.gnn import DATA as manifest
 from harness.core.errors import ConfigError
 from harness.core.runplan import RunPlan

@@ -4,9 +4,8 @@ feature store in FP8 and upcasts after the gather; `amp` autocasts the model's f
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import make_plan
+from helpers import make_plan, typed_config
 
-from benchmarks import typed_config
 from reference_impls.gnn import data, prepare, train
 from reference_impls.gnn.model import RGAT
 from reference_impls.gnn.sampler import HeteroNeighborSampler

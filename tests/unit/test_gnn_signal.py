@@ -4,10 +4,9 @@ train a features-only classifier to the target and pass every gnn test."""
 
 import numpy as np
 import pytest
-from helpers import make_plan
+from helpers import make_plan, typed_config
 from sklearn.linear_model import LogisticRegression
 
-from benchmarks import typed_config
 from reference_impls.gnn import data, prepare
 
 TARGET = 0.72

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from helpers import typed_config
 
 import benchmarks
-from benchmarks import typed_config
 from harness.run.execute import make_plans
 
 

@@ -8,10 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import make_plan, run_entry
+from helpers import make_plan, run_entry, typed_config
 
 import benchmarks
-from benchmarks import typed_config
 from benchmarks.llama2_70b_lora.config import Llama2LoraConfig
 from harness.core.errors import ConfigError
 

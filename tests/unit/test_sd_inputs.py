@@ -7,17 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import make_plan, run_entry
+from helpers import make_plan, run_entry, typed_config
 
 import benchmarks
 from benchmarks.stable_diffusion import DATA as manifest
 from harness.core.errors import ConfigError
 from harness.run.execute import make_plans
 from reference_impls.stable_diffusion import data, metrics, prepare
-
-
-def typed_config(plan):
-    return benchmarks.get(plan.benchmark).typed(plan.config)
 
 
 def _plan(tmp_path, system="cpu-local", size="tiny"):

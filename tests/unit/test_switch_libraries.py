@@ -45,12 +45,12 @@ def test_dry_run_notes_it_and_exits_0(nothing_installed, tmp_path, capsys):
 
 
 def test_every_library_switch_is_found_and_installed_ones_pass(monkeypatch):
-    from benchmarks import config_class
+    from benchmarks import get
 
     libs = {
         (b, k): s.library
         for b in ("gpt3", "llama2_70b_lora", "gnn", "stable_diffusion")
-        for k, s in config_class(b).SWITCHES.items()
+        for k, s in get(b).config.SWITCHES.items()
         if s.library
     }
     assert libs == {
