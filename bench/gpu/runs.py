@@ -232,12 +232,15 @@ def run_job(ctx: Context, job: Job, system: str, work: Path, dry: bool = False) 
 class Prepared:
     """Each benchmark's tiny data, prepared once by the first run of it that needs it; the other
     runs of that benchmark wait for that one (a lock per benchmark), the other benchmarks do not.
-    The tiny data depends on model and data fields only (each benchmark's manifest.py:
-    DATA_FIELDS), not on the system or the switches, so every run of the benchmark finds it."""
+    The tiny data depends on model and data fields only (each benchmark's DataManifest in
+    benchmarks/<name>/__init__.py), not on the system or the switches, so every run of the
+    benchmark finds it."""
 
     def __init__(self, ctx: Context, work: Path):
         self.ctx, self.work = ctx, work
-        self.locks = {b: threading.Lock() for b in ("gpt3", "llama2_70b_lora", "gnn", "stable_diffusion")}
+        from benchmarks import available
+
+        self.locks = {b: threading.Lock() for b in available()}
         self.done: dict[str, str | None] = {}
 
     def why_not(self, bench: str) -> str | None:

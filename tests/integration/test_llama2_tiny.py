@@ -108,7 +108,7 @@ def test_tiny_run_in_bf16_reaches_target_and_log_passes_tiny_rules(mlperf, tmp_p
     # Eval every 96 samples (12 steps of GBS 8); floor(0.125 * 8 + 2) = 3 slots skipped.
     assert evals[0]["metadata"]["samples_count"] == 4 * 96
     assert all(e["metadata"]["samples_count"] % 96 == 0 for e in evals)
-    target = get("llama2_70b_lora").quality[0].tiny
+    target = get("llama2_70b_lora").rules.quality[0].tiny
     assert evals[-1]["value"] <= target < evals[0]["value"]
     assert ev[-1]["key"] == "run_stop" and ev[-1]["metadata"]["status"] == "success"
     assert ev[-1]["metadata"]["samples_count"] == evals[-1]["metadata"]["samples_count"]
