@@ -68,10 +68,20 @@ def available() -> list[str]:
     return list(_table())
 
 
+def registered() -> list[Benchmark]:
+    """The registered benchmarks themselves, in `available()`'s order."""
+    return list(_table().values())
+
+
+def runs() -> list[str]:
+    """The names of the registered benchmarks the harness runs (those with an implementation)."""
+    return [b.name for b in _table().values() if b.impl is not None]
+
+
 def aliases() -> dict[str, str]:
     """Every spelling `get` accepts (name and benchmark.yaml aliases, lower case) -> name."""
     out: dict[str, str] = {}
-    for b in _table().values():
+    for b in registered():
         out[b.name] = b.name
         for a in b.rules.aliases:
             out.setdefault(a.lower(), b.name)
@@ -100,7 +110,7 @@ def not_run(name: str) -> str | None:
     by = f"ruleset{'s' if len(listed) > 1 else ''} {', '.join(listed)}"
     return (
         f"the harness does not run '{key}' (listed by {by}): `mlperf check` and `mlperf results` "
-        f"read its logs; it runs {', '.join(available())}"
+        f"read its logs; it runs {', '.join(runs())}"
     )
 
 

@@ -54,7 +54,7 @@ def our_names(ruleset: str) -> dict[str, Benchmark]:
     """{name in the ruleset: benchmark} of our benchmarks that the ruleset lists (the first
     registered where two stand for one official benchmark, e.g. the tests' toy)."""
     out: dict[str, Benchmark] = {}
-    for b in map(benchmarks.get, benchmarks.available()):
+    for b in benchmarks.registered():
         name = rulesets.names_by_ruleset(b.official).get(ruleset)
         if name:
             out.setdefault(name, b)

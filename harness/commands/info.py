@@ -28,7 +28,7 @@ def benchmarks_list(as_json):
     """Name, aliases, metric and target, runs per result, sizes."""
     import benchmarks as registry
 
-    defs = [registry.get(n).rules for n in registry.available()]
+    defs = [b.rules for b in registry.registered()]
     if as_json:
         from harness.core.rulesets import for_run
 

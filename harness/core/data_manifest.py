@@ -34,15 +34,13 @@ def sha256(path: str | Path) -> str:
     return sha256_file(path, chunk=1 << 22)
 
 
-def file_entries(
-    root: str | Path, files: Iterable[str | Path], size_key: str = "bytes", hash_files: bool = True
-) -> dict:
-    """{path relative to root: {size_key: bytes, "sha256": ...}}; files are absolute or relative to root."""
+def file_entries(root: str | Path, files: Iterable[str | Path], hash_files: bool = True) -> dict:
+    """{path relative to root: {"bytes": size, "sha256": ...}}; files are absolute or relative to root."""
     root = Path(root)
     out = {}
     for f in sorted({root / f for f in files}):
         out[str(f.relative_to(root))] = {
-            size_key: f.stat().st_size,
+            "bytes": f.stat().st_size,
             **({"sha256": sha256(f)} if hash_files else {}),
         }
     return out
@@ -63,7 +61,7 @@ def read(data_dir: str | Path) -> dict | None:
     return m if isinstance(m, dict) else None
 
 
-def check(data_dir: str | Path, expect: dict, size_key: str = "bytes", verify: bool = False) -> dict | None:
+def check(data_dir: str | Path, expect: dict, verify: bool = False) -> dict | None:
     """The manifest when it records `expect` (compared as JSON would store it: tuples read back as
     lists) and every file it lists has its recorded size (and sha256 with verify: an entry
     without one fails); else None."""
@@ -73,7 +71,7 @@ def check(data_dir: str | Path, expect: dict, size_key: str = "bytes", verify: b
     root = Path(data_dir)
     for rel, info in (m.get("files") or {}).items():
         p = root / rel
-        if not p.is_file() or p.stat().st_size != info.get(size_key):
+        if not p.is_file() or p.stat().st_size != info.get("bytes"):
             return None
         if verify and sha256(p) != info.get("sha256"):
             return None

@@ -195,7 +195,7 @@ def runnable(bench: benchmarks.Benchmark) -> Implementation:
     if bench.impl is None:
         raise ConfigError(
             f"{bench.name} has no implementation here: `mlperf check` and `mlperf results` read its "
-            f"logs; `mlperf run` runs {', '.join(n for n in benchmarks.available() if benchmarks.get(n).impl)}"
+            f"logs; `mlperf run` runs {', '.join(benchmarks.runs())}"
         )
     return bench.impl
 

@@ -169,7 +169,7 @@ def run(
         raise ConfigError(f"--min-lr {min_lr} / --max-lr {max_lr}: need finite 0 < min < max")
     impl = runnable(bench)
     if impl.lr_find is None:
-        have = [n for n in benchmarks.available() if (i := benchmarks.get(n).impl) and i.lr_find]
+        have = [b.name for b in benchmarks.registered() if b.impl and b.impl.lr_find]
         raise ConfigError(f"{bench.name} has no LR range test; `mlperf lr-find` runs {', '.join(have)}")
     r = execute.resolve(bench, system, runs=1, seed=seed, results_dir=results_dir, **resolve_kw)
     plan = r.plans[0]

@@ -38,7 +38,7 @@ ALLOWED = {
 
 def _names() -> list[str]:
     names = set(all_benchmarks())
-    for b in map(benchmarks.get, benchmarks.available()):
+    for b in benchmarks.registered():
         names |= {b.name, *(a.lower() for a in b.rules.aliases)}
     return sorted(names, key=len, reverse=True)
 
@@ -112,7 +112,7 @@ def test_a_name_resolves_once_to_the_one_object():
     assert benchmarks.get("GPT-3") is gpt3 and benchmarks.get(" gpt3-175b ") is gpt3
     assert benchmarks.get("sdv2") is benchmarks.get("stable-diffusion") is benchmarks.get("sd")
     assert benchmarks.get("rgat").name == "gnn"
-    for b in map(benchmarks.get, benchmarks.available()):
+    for b in benchmarks.registered():
         assert b.rules.name == b.name == b.folder.name and b.configs_dir.is_dir()
 
 
