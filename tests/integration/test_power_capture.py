@@ -56,6 +56,13 @@ def _sample(tmp_path, bmc, power: dict, seconds: float, during=None, creds=None)
         cwd=REPO,
     )
     try:
+        # The window starts at the sampler's first line (a reading, or its one fatal line), not at
+        # its start: a busy machine takes over a second to start the interpreter and the client,
+        # and a fixed sleep from Popen then stopped it before it had written anything.
+        deadline = time.monotonic() + 60
+        while p.poll() is None and not (raw.exists() and raw.read_text().strip()):
+            assert time.monotonic() < deadline, "the sampler wrote nothing in 60 s"
+            time.sleep(0.02)
         if during:
             during(p)
         else:
