@@ -96,3 +96,17 @@ def test_a_damaged_run_folder_is_one_line_exit_2_and_left_as_it_was(tmp_path, ml
     (line,) = r.stderr.strip().splitlines()
     assert line.startswith("error: ") and message in line and "Traceback" not in r.stderr, line
     assert _digest(run) == before
+
+
+def test_a_run_that_reached_its_target_is_refused_and_left_as_it_was(tmp_path, mlperf):
+    """Resuming a finished run would train it again and rewrite its result: refused, one line."""
+    run = _run_folder(tmp_path)
+    stop = {"namespace": "", "event_type": "INTERVAL_END", "key": "run_stop", "value": None, "time_ms": 3}
+    with (run / "mlperf.log").open("a") as f:
+        f.write(f":::MLLOG {json.dumps({**stop, 'metadata': {'status': 'success'}})}\n")
+    before = _digest(run)
+    r = mlperf("run", "gpt3", "--resume", str(run))
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    (line,) = r.stderr.strip().splitlines()
+    assert "already reached its target; nothing to resume" in line, line
+    assert _digest(run) == before
