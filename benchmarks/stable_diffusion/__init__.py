@@ -11,13 +11,14 @@ from harness.core.data_manifest import DataManifest
 
 _IMPL = "reference_impls.stable_diffusion"
 
-# What shapes the data on disk (tiny: generated from it; full: checked against it).
+# What shapes the data on disk (tiny: generated from it; full: checked against it); tiny only:
+# the tiny generator's training steps.
 # fmt: off
 DATA = DataManifest(fields=(
     "latent_channels", "latent_size", "text_encoder", "text_max_length", "train_samples", "eval_samples",
     "train_shards", "eval_captions", "fid_stats", "sd_checkpoint", "vae_config", "clip_text_checkpoint",
     "inception_checkpoint", "cross_attention_dim",
-))
+), tiny_fields=("tiny_vae_steps", "tiny_classifier_steps"))
 # fmt: on
 
 BENCHMARK = Benchmark.here(

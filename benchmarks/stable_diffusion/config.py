@@ -118,6 +118,12 @@ class StableDiffusionConfig(BenchmarkConfig):
     eval_seed: int = 2023
     """Seed of the evaluation noise (the same images for every checkpoint)."""
 
+    # ---- tiny size: what `prepare` builds ----------------------------------------------------
+    tiny_vae_steps: int = Field(250, ge=1)
+    """Adam steps that train the tiny VAE (factor 2) on the training digits before it encodes them."""
+    tiny_classifier_steps: int = Field(300, ge=1)
+    """Adam steps that train the tiny digits classifier (the FID/CLIP proxy) on the training digits."""
+
     # ---- optimisation switches (SWITCHES below; the README's switch table) ------------------
     flash_attention: bool = False
     """UNet attention through PyTorch SDPA's flash kernel only, an error where it cannot run (NVIDIA:

@@ -37,8 +37,9 @@ from reference_impls.stable_diffusion import data, vae_config
 
 SPLIT_SEED = 2023  # the reference's COCO subset seed
 SHARDS = 4
-VAE_STEPS, VAE_BATCH, VAE_LR, VAE_KL = 250, 64, 3e-3, 1e-4
-CLF_STEPS, CLF_BATCH, CLF_LR = 300, 64, 1e-2
+# Training steps: the config's tiny_vae_steps and tiny_classifier_steps (250 and 300).
+VAE_BATCH, VAE_LR, VAE_KL = 64, 3e-3, 1e-4
+CLF_BATCH, CLF_LR = 64, 1e-2
 
 
 def _tar(path: Path, samples: list[tuple[str, np.ndarray, str]]) -> None:
@@ -101,7 +102,7 @@ def generate_tiny(plan: RunPlan) -> list[Path]:
     )
     opt = torch.optim.Adam(vae.parameters(), lr=VAE_LR)
     g = torch.Generator().manual_seed(SPLIT_SEED + 1)
-    for _ in range(VAE_STEPS):
+    for _ in range(cfg.tiny_vae_steps):
         batch = images[tr[torch.randint(0, len(tr), (VAE_BATCH,), generator=g)]]
         post = vae.encode(batch).latent_dist
         loss = (
@@ -167,7 +168,7 @@ def generate_tiny(plan: RunPlan) -> list[Path]:
     clf = DigitsClassifier()
     opt = torch.optim.Adam(clf.parameters(), lr=CLF_LR)
     g = torch.Generator().manual_seed(SPLIT_SEED + 4)
-    for _ in range(CLF_STEPS):
+    for _ in range(cfg.tiny_classifier_steps):
         i = tr[torch.randint(0, len(tr), (CLF_BATCH,), generator=g)]
         loss = F.cross_entropy(clf(images[i]), labels[i])
         opt.zero_grad()

@@ -207,5 +207,7 @@ FIELDS = {
         "sd_checkpoint": ("data", "x"),
         "clip_text_checkpoint": ("data", "x"),
         "inception_checkpoint": ("data", "x"),
+        "tiny_vae_steps": ("data", 2),
+        "tiny_classifier_steps": ("data", 2),
     },
 }
