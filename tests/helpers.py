@@ -66,11 +66,49 @@ def events(log_path) -> list[dict]:
     ]
 
 
+# A log's events on one clock, in the order written: the prologue up to run_start; training blocks;
+# evaluations. Stable Diffusion stamps its blocks on a training clock that leaves out the (untimed)
+# scoring and back-dates run_stop to the passing checkpoint, so the three are ordered separately.
+CLOCKS = {
+    "prologue": lambda key, seen_run_start: not seen_run_start,
+    "blocks": lambda key, _: key in ("block_start", "block_stop"),
+    "evals": lambda key, _: key in ("eval_start", "eval_accuracy", "eval_stop"),
+}
+
+
+def assert_time_order(log_path) -> None:
+    """The run's own log is in time order at millisecond resolution: on each clock (CLOCKS) the
+    events' time_ms never go back, every event after run_start is at or after it, run_stop is
+    after run_start, and a clock with several distinct times is not all whole seconds (a writer
+    that lost the milliseconds; a correct one does that with odds of 1 in 1000 per time)."""
+    evs = events(log_path)
+    start = next(e["time_ms"] for e in evs if e["key"] == "run_start")
+    init_stop = next(e["time_ms"] for e in evs if e["key"] == "init_stop")
+    assert init_stop <= start, f"{log_path}: run_start {start} before init_stop {init_stop}"
+    for clock, member in CLOCKS.items():
+        seen, times = False, []
+        for e in evs:
+            if member(e["key"], seen):
+                times.append((e["time_ms"], e["key"]))
+            seen = seen or e["key"] == "run_start"
+        back = [(a, b) for a, b in zip(times, times[1:]) if b[0] < a[0]]
+        assert not back, f"{log_path}: {clock} out of time order: {back[:3]}"
+        late = [t for t in times if clock != "prologue" and t[0] < start]
+        assert not late, f"{log_path}: {clock} events before run_start {start}: {late[:3]}"
+        distinct = {t for t, _ in times}
+        whole = len(distinct) >= 4 and all(t % 1000 == 0 for t in distinct)
+        assert not whole, f"{log_path}: {clock} times are whole seconds: {sorted(distinct)[:5]}"
+    stops = [e["time_ms"] for e in evs if e["key"] == "run_stop"]
+    assert all(t >= start for t in stops), f"{log_path}: run_stop {stops} before run_start {start}"
+
+
 def official_check(log_path) -> subprocess.CompletedProcess:
     """mlperf_logging's compliance checker, as a separate process, on one tiny log: under the
-    ruleset the log names (`harness_ruleset`) with that ruleset's tiny rules."""
+    ruleset the log names (`harness_ruleset`) with that ruleset's tiny rules. The log's time order
+    is asserted first (assert_time_order): every benchmark's tiny test checks its log here."""
     from benchmarks.tiny_rules import config_path
 
+    assert_time_order(log_path)
     ruleset = next(e["value"] for e in events(log_path) if e["key"] == "harness_ruleset")
     return subprocess.run(
         [
