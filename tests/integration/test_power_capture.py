@@ -84,9 +84,11 @@ def _power(tmp_path, bmc, **kw) -> dict:
 
 
 def test_ipmitool_reads_a_step_profile_on_absolute_deadlines(tmp_path, bmc):
-    """10 Hz for ~3 s, 1000 W then 2000 W: every reading one of the two, spaced by the interval
-    (deadlines, not sleeps: no drift), and the summarizer's integral equal to the analytic energy
-    within one reading's step (dP x interval)."""
+    """10 Hz for ~3 s through a real ipmitool, 1000 W then 2000 W: every reading one of the two, in
+    time order, and the right-endpoint integral equal to the analytic energy within one gap's step
+    (dP x the widest gap). How many readings fit in 3 s is the machine's (a process and an RMCP+
+    session per reading; with two CPU burners beside the suite, 17 of 30 came back): the deadlines
+    themselves are proven on a simulated clock (tests/unit/test_power_sampler_deadlines.py)."""
     _set_watts(bmc, 1000)
     switch = {}
 
@@ -99,15 +101,14 @@ def test_ipmitool_reads_a_step_profile_on_absolute_deadlines(tmp_path, bmc):
     rc, lines = _sample(tmp_path, bmc, _power(tmp_path, bmc, interval_s=0.1), 0, during=step)
     assert rc == 0
     got = [(x["t_ms"], x["w"]) for x in lines if "w" in x]
-    assert len(got) >= 0.8 * 30 and {w for _, w in got} == {1000.0, 2000.0}
+    assert {w for _, w in got} == {1000.0, 2000.0}, got
     t = [a for a, _ in got]
     assert t == sorted(t) and len(set(t)) == len(t)
-    # absolute deadlines: the k-th reading starts near t0 + k x 0.1 s, so the span is ~0.1 x (n - 1)
-    # (a sleep-after-read loop would stretch it by ipmitool's ~20-80 ms per reading)
-    assert (t[-2] - t[0]) / (len(t) - 2) < 115
     energy = sum(w * (b - a) for (a, _), (b, w) in zip(got, got[1:])) / 1000  # J, right-endpoint
     analytic = (1000 * (switch["ms"] - t[0]) + 2000 * (t[-1] - switch["ms"])) / 1000
-    assert abs(energy - analytic) <= 1000 * 0.25, (energy, analytic)  # dP x (interval + read latency)
+    widest = max(b - a for a, b in zip(t, t[1:])) / 1000  # s: the gap the switch can fall into
+    # dP x (that gap + 50 ms: a reading is stamped after its read, which may straddle the switch)
+    assert abs(energy - analytic) <= 1000 * (widest + 0.05), (energy, analytic, widest)
 
 
 def test_redfish_client_reads_both_resource_shapes_and_wrong_credentials_are_refused(tmp_path, bmc):
