@@ -182,3 +182,79 @@ def test_data_parallel_record_accounting():
     n = w.params
     got = M.model_bytes(w, M.Candidate(mbs=1, gbs=8), _hw())
     assert got == pytest.approx({"weights": 2 * n, "gradients": 4 * n, "optimizer": 12 * n / 8})
+
+
+def test_a_deeper_interleaved_pipeline_caps_the_chunks_in_flight():
+    # TP 1, PP 4, VP 2 on 8 GPUs: DP 2. In flight: min(GA x VP, 2(PP-1) + (VP-1)PP + 1 = 11) chunks
+    # of L/(PP VP) = 0.5 layer. GA 2 (GBS 4): 4 chunks, GA 4: 8; GA 8 (GBS 16): the cap, 11
+    for gbs, chunks in [(4, 4), (8, 8), (16, 11), (32, 11)]:
+        got = _bytes(pp=4, vp=2, gbs=gbs)
+        assert got["activations"] == pytest.approx(34 * 64 * H * 0.5 * chunks), gbs
+    # the search prices GBS 16 and 32 once (the same 11 chunks), GBS 4 apart
+    w = W.get(benchmarks.get("gpt3"), CFG, "tiny")
+    key = {g: M.memory_key(w, M.Candidate(pp=4, vp=2, mbs=1, gbs=g), 8) for g in (4, 8, 16, 32)}
+    assert key[16] == key[32] and len({key[4], key[8], key[16]}) == 3  # GA x VP 4, 8, then the cap
+
+
+def test_context_parallel_alone_still_shards_the_optimizer():
+    # TP 4, CP 2 on 8 GPUs: DP 1, but the distributed optimizer shards over DP x CP = 2
+    got = _bytes(tp=4, cp=2)
+    n = L * LAYER_TP4 + V // 4 * H + S * H + 2 * H
+    assert got["optimizer"] == pytest.approx(12 * n / 2)
+
+
+LAYER_TP4 = (3 * H * H + 3 * H) // 4 + H * H // 4 + H + (F * H + F) // 4 + H * F // 4 + H + 4 * H
+
+
+def test_fsdp_with_tensor_and_context_parallelism():
+    # TP 2, CP 2: DP 2; weights over DP x CP = 4; two gathered layers of params / L, split over TP 2
+    got = _bytes(tp=2, cp=2, fsdp=True)
+    stage = L * LAYER_TP2 + V // 2 * H + S * H + 2 * H
+    assert got["weights"] == pytest.approx(2 * stage / 4)
+    assert got["fsdp_gathered"] == pytest.approx(2 * (WHOLE / L) * 2 / 2)
+
+
+def test_adapters_keep_gradients_and_optimizer_state_of_the_trainable_parameters_only():
+    """Llama 2 70B LoRA as the record implementations run it: the frozen base's bf16 weights per
+    stage, gradients and Adam state only for the 44,564,480 adapter parameters, split over TP x PP."""
+    w = W.get(benchmarks.get("llama2_70b_lora"))
+    assert w.trainable_params == 44_564_480
+    got = M.model_bytes(w, M.Candidate(tp=2, pp=2, mbs=1, gbs=8, fp8=False), _hw())  # DP 2
+    lora = 44_564_480 / (2 * 2)
+    assert got["gradients"] == pytest.approx(2 * lora)
+    assert got["optimizer"] == pytest.approx(12 * lora / 2)  # over DP 2
+    assert got["weights"] == pytest.approx(2 * w.params_per_stage(2, 2))
+
+
+def test_data_parallel_activations_are_the_per_sample_figure_times_the_batch():
+    w = W.get(benchmarks.get("stable_diffusion"))
+    for mbs in (1, 4):
+        got = M.estimate(w, M.Candidate(mbs=mbs, gbs=8 * mbs), _hw(), K)
+        assert got["activations"] == pytest.approx(mbs * w.act_gib_per_sample)  # GiB
+
+
+def test_the_harness_on_cpu_is_priced_in_fp32():
+    """A CPU system runs the harness's GPT in fp32 (bf16 only on GPUs): 4 B weights, no master copy."""
+    cfg = CFG.model_copy(update={"precision": "bf16", "distributed_optimizer": False})
+    w = W.get(benchmarks.get("gpt3"), cfg, "tiny")
+    c = M.Candidate(mbs=1, gbs=8, fp8=False, impl="harness")
+    cpu = planner.resolve_hardware("cpu-local")
+    on_cpu = M.estimate(w, M.Candidate(mbs=1, gbs=cpu.world, fp8=False, impl="harness"), cpu, K)
+    on_gpu = M.estimate(w, c, _hw(), K)
+    assert on_cpu["weights"] * GIB == pytest.approx(4 * WHOLE)
+    assert on_cpu["optimizer"] * GIB == pytest.approx(8 * WHOLE)  # Adam m, v; no fp32 master
+    assert on_gpu["weights"] * GIB == pytest.approx(2 * WHOLE)
+    assert on_gpu["optimizer"] * GIB == pytest.approx(12 * WHOLE)  # master + m + v, not sharded
+
+
+def test_the_plan_shows_whole_degrees_that_multiply_out():
+    """`mlperf plan --json` layouts: DP and GA are whole numbers, TP x PP x CP x DP = world and
+    DP x MBS x GA = GBS."""
+    plan = planner.plan(benchmarks.get("gpt3"), "dgx-h100x8")  # 8 nodes of 8
+    from harness.planner.report import option_json
+
+    for o in plan.options[:5]:
+        lay = option_json(o, plan)["layout"]
+        assert all(type(lay[k]) is int for k in ("tp", "pp", "cp", "dp", "mbs", "ga", "gbs")), lay
+        assert lay["tp"] * lay["pp"] * lay["cp"] * lay["dp"] == plan.hardware.world == 64
+        assert lay["dp"] * lay["mbs"] * lay["ga"] == lay["gbs"]
