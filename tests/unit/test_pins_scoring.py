@@ -89,3 +89,61 @@ def test_by_default_scoring_checks_compliance_lists_the_runs_and_skips_the_rcp_c
     assert sum("compliance check" in p for p in row["problems"]) == 3
     assert [r["path"] for r in row["run_details"]] == [str(folder / f"result_{i}.txt") for i in range(3)]
     assert "rcp" not in row
+
+
+# ---- `results score --rcp` (harness/review/results/rcp.py) --------------------------------------
+def _bert_folder(tmp_path, **kw):
+    """Ten closed bert runs at GBS 768 (an RCP batch of 5.0.0) converging at `epoch` samples."""
+    folder = tmp_path / "bert"
+    folder.mkdir()
+    for i in range(10):
+        lines = [_line(1, "submission_benchmark", kw.get("bench", "bert"))]
+        if kw.get("bs", 768):
+            lines.append(_line(2, "global_batch_size", kw.get("bs", 768)))
+        lines += [
+            _line(3, "run_start"),
+            _line(4, "train_samples", 1000),  # logged, but bert's RCPs count the eval's epoch_num
+            _line(5, "eval_accuracy", 0.72, epoch_num=kw.get("epoch", 2_400_000) + i),
+            _line(6, "run_stop", status="success"),
+        ]
+        (folder / f"result_{i}.txt").write_text("\n".join(lines) + "\n")
+    return str(folder)
+
+
+def test_the_rcp_verdict_reads_what_the_summarizer_reads_and_prints_nothing(tmp_path, capsys):
+    from harness.review.results.rcp import rcp_check
+
+    got = rcp_check(_bert_folder(tmp_path), "5.0.0", 1.0, "closed")
+    rec = got["rcp_record"]
+    assert rec["submission_epochs"] == [2_400_000.0 + i for i in range(10)]  # eval epoch_num, sorted
+    # the lowest mean the RCP accepts (RCP mean / max speedup) is below the RCP mean, and the verdict
+    # is the olympic mean of the runs (one dropped at each end) against it
+    assert 0 < rec["lowest_accepted_mean"] < rec["rcp_mean"]
+    mean = sum(rec["submission_epochs"][1:-1]) / 8
+    assert got["rcp"] == ("pass" if mean >= rec["lowest_accepted_mean"] else "fail")
+    # faster than the RCP mean but accepted: the score is normalized by RCP mean / mean
+    assert got["rcp_factor"] == pytest.approx(rec["rcp_mean"] / mean, rel=1e-9)
+    assert capsys.readouterr().out == ""  # `results score --json --rcp` prints only the JSON
+
+
+@pytest.mark.parametrize(
+    "kw,message",
+    [
+        ({"bs": 0}, "Could not detect global_batch_size"),  # the checker stops before comparing
+        ({"bench": "nosuch"}, "the RCP checker crashed (KeyError: 'nosuch')"),
+    ],
+)
+def test_an_rcp_check_that_stops_early_keeps_the_committed_factor(tmp_path, kw, message):
+    from harness.review.results.rcp import rcp_check
+
+    got = rcp_check(_bert_folder(tmp_path, **kw), "5.0.0", 1.25, "closed")
+    assert (got["rcp"], got["rcp_message"], got["rcp_factor"]) == ("fail", message, 1.25)
+
+
+@pytest.mark.parametrize("division", ["open", None])
+def test_the_rcp_check_is_for_closed_results_only(tmp_path, division):
+    from harness.review.results.rcp import rcp_check
+
+    got = rcp_check(_bert_folder(tmp_path), "5.0.0", 1.0, division)
+    assert got["rcp"] == "n/a" and got["rcp_factor"] is None
+    assert got["rcp_message"] == f"{division or 'unknown'} division: the RCP check applies to closed results"
