@@ -1,0 +1,184 @@
+"""What `mlperf check` says about a log and a folder of logs (harness/review/check/log.py and
+path.py) where bench/mutation.py found nothing pinned: which ruleset a log is checked under and
+why, the one-finding answers for files the official checker cannot take (a FIFO, an unreadable
+file, megabyte lines, an empty file, a tiny log without tiny rules, a broken JSON line), which
+files of a folder are logs, and the report's counts and last line."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+from fixtures import fixture_path
+
+from harness.review.check import check_log, check_path
+
+LOGS = fixture_path("logs")
+
+
+def _log(tmp_path: Path, name: str, src: str = "closed_gnn.txt", edit=None, folder: str = "") -> Path:
+    """A copy of a fixture log, its MLLOG records passed through `edit` (record -> record or a list)."""
+    lines = (LOGS / src).read_text().splitlines()
+    if edit:
+        out = []
+        for ln in lines:
+            rec = json.loads(ln.split(":::MLLOG ", 1)[1])
+            new = edit(rec)
+            out += [":::MLLOG " + json.dumps(r) for r in (new if isinstance(new, list) else [new])]
+        lines = out
+    path = tmp_path / folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _with(key: str, value):
+    """An edit adding `key: value` after submission_benchmark."""
+
+    def edit(rec):
+        if rec["key"] != "submission_benchmark":
+            return rec
+        return [rec, {**rec, "key": key, "value": value}]
+
+    return edit
+
+
+# ---- which ruleset ----------------------------------------------------------------------------------
+def test_a_log_that_names_its_ruleset_is_checked_under_it_unless_told_otherwise(tmp_path):
+    p = _log(tmp_path, "ours.txt", edit=_with("harness_ruleset", "4.1.0"))
+    res = check_log(p)
+    assert (res.ruleset, res.ruleset_source) == ("4.1.0", "the log's harness_ruleset") and res.passed
+    assert (check_log(p, "4.0.0").ruleset, check_log(p, "4.0.0").ruleset_source) == ("4.0.0", "--ruleset")
+    assert check_log(p, round_name="v4.0").ruleset_source == "round v4.0"
+    unknown = check_log(_log(tmp_path, "odd.txt", edit=_with("harness_ruleset", "9.9.9")))
+    assert (unknown.ruleset, unknown.ruleset_source) == ("4.0.0", "default")
+
+
+def test_a_round_without_the_benchmark_is_checked_under_the_nearest_ruleset_and_says_so():
+    res = check_log(LOGS / "closed_gnn.txt", round_name="v5.0")  # gnn is rgat from 5.0.0 on
+    assert res.ruleset == "4.1.0"
+    (note,) = [f for f in res.findings if f.tool == "harness"]
+    assert note.severity == "warning" and note.fix == "pass --ruleset to choose"
+    assert (
+        note.message.startswith("gnn is not a benchmark of ruleset 5.0.0")
+        and "checked under 4.1.0" in note.message
+    )
+
+
+def test_a_log_of_an_unknown_benchmark_takes_the_round_of_its_folder_or_the_default(tmp_path):
+    rename = lambda r: {**r, "value": "nosuch"} if r["key"] == "submission_benchmark" else r  # noqa: E731
+    plain = check_log(_log(tmp_path, "a.txt", edit=rename))
+    assert (plain.ruleset, plain.ruleset_source) == ("4.0.0", "default") and not plain.passed
+    in_round = check_log(_log(tmp_path, "a.txt", edit=rename, folder="training_results_v5.0"))
+    assert (in_round.ruleset, in_round.ruleset_source) == ("5.0.0", "round folder 'training_results_v5.0'")
+
+
+# ---- files the official checker cannot take: one finding each ---------------------------------------------
+def _only(res) -> str:
+    assert not res.passed and len(res.findings) == 1, [f.one_line() for f in res.findings]
+    return res.findings[0].message
+
+
+def test_a_fifo_is_one_error(tmp_path):
+    os.mkfifo(tmp_path / "result_0.txt")
+    res = check_log(tmp_path / "result_0.txt")
+    assert _only(res) == "not a regular file (a FIFO, socket or device)"
+    assert not res.tiny and not res.crashed
+
+
+def test_an_unreadable_log_is_one_error(tmp_path):
+    os.symlink("nowhere.txt", tmp_path / "result_0.txt")
+    res = check_log(tmp_path / "result_0.txt")
+    assert _only(res).startswith("cannot read the file: ") and not res.crashed
+
+
+def test_megabyte_lines_are_not_handed_to_the_checker(tmp_path):
+    good = (LOGS / "closed_gnn.txt").read_text().splitlines()
+    junk = [good[0][:-1] + ', "x": "' + "y" * 40_000 + '"}' for _ in range(5)]
+    p = tmp_path / "result_0.txt"
+    p.write_text("\n".join(good[:3] + junk + good[3:]) + "\n")
+    res = check_log(p)
+    assert res.crashed and not res.passed
+    assert [f.line for f in res.findings] == [4, 5, 6]  # the first three, at their file lines
+    assert all(re.match(r"MLLOG line of 40,\d{3} characters", f.message) for f in res.findings)
+
+
+def test_a_log_without_mllog_lines_is_one_finding(tmp_path):
+    (tmp_path / "result_0.txt").write_text("job started\njob ended\n")
+    res = check_log(tmp_path / "result_0.txt")
+    assert re.fullmatch(r"No log lines detected \(\d+ required keys missing as a result\)", _only(res))
+
+
+def test_a_tiny_log_of_a_benchmark_without_tiny_rules(tmp_path):
+    def edit(r):
+        r = {**r, "value": "bert"} if r["key"] == "submission_benchmark" else r
+        return [r, {**r, "key": "harness_size", "value": "tiny"}] if r["key"] == "submission_benchmark" else r
+
+    res = check_log(_log(tmp_path, "result_0.txt", "open_gnn_tiny.txt", edit))
+    assert res.tiny
+    assert _only(res).startswith("tiny log of 'bert', which is not one of our benchmarks in ruleset 4.0.0")
+
+
+def test_a_log_the_official_checker_crashes_on_is_marked_crashed():
+    assert check_log(LOGS / "broken_gnn_line_without_metadata.txt").crashed
+    ok = check_log(LOGS / "closed_gnn.txt")
+    assert ok.passed and not ok.crashed and not ok.tiny and ok.benchmark == "gnn" and ok.division == "closed"
+    assert 0 <= ok.seconds < 60
+
+
+def test_a_broken_json_line_is_one_finding_at_its_file_line():
+    path = LOGS / "broken_gnn_bad_json_line.txt"
+    bad = [n for n, ln in enumerate(path.read_text().splitlines(), 1) if not ln.rstrip().endswith("}")]
+    res = check_log(path)
+    parsing = [f for f in res.findings if "parsing errors" in f.message]
+    assert [f.line for f in parsing] == bad == [26]
+    assert parsing[0].message.startswith("Log lines had parsing errors: not valid JSON")
+
+
+# ---- a folder of logs -------------------------------------------------------------------------------
+def test_which_files_of_a_folder_are_logs(tmp_path, monkeypatch):
+    run = tmp_path / "runs"
+    _log(run, "result_0.txt", folder="a")
+    _log(run, "copy.txt", folder=".hidden")  # a hidden folder is not looked into
+    os.symlink(run / "a", run / "linked")  # nor is a symlinked folder (a loop would never end)
+    (run / "README.txt").write_text("notes, no MLLOG lines\n")
+    os.symlink("gone.txt", run / "notes.txt")  # unreadable: checked, so the report says why
+    # ":::MLLOG " across the first 1 MiB read's end: still a log
+    big = run / "big.log"
+    head = ("x" * 99 + "\n") * (2**20 // 100)
+    pad = "x" * (2**20 - len(head) - 4) + "\n"
+    big.write_text(head + pad[:-1] + "\n" + (LOGS / "closed_gnn.txt").read_text())
+    assert big.read_bytes().index(b":::MLLOG ") < 2**20 < big.read_bytes().index(b":::MLLOG ") + 9
+    monkeypatch.chdir(run)
+    rep = check_path(run)
+    assert sorted(r.path for r in rep.logs) == ["a/result_0.txt", "big.log", "notes.txt"]
+    assert rep.skipped == ["README.txt"]
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    outside = check_path(run / "a")
+    assert [r.path for r in outside.logs] == [str(run / "a" / "result_0.txt")]  # outside the cwd: absolute
+
+
+def test_the_report_counts_and_its_last_line(tmp_path, monkeypatch):
+    for name in ("closed_gnn.txt", "broken_gpt3_wrong_lr.txt", "warn_gnn_duplicate_same_batch_size.txt"):
+        (tmp_path / name).write_text((LOGS / name).read_text())
+    monkeypatch.chdir(tmp_path)
+    rep = check_path(tmp_path)
+    doc = rep.to_json()
+    assert doc["counts"] == {"logs": 3, "logs_failed": 1, "errors": 1, "warnings": 1}
+    assert doc["passed"] is False and doc["exit_code"] == 4
+    assert rep.failure_line().startswith(
+        "check failed (1 errors, 1 of 3 logs failing); first: broken_gpt3_wrong_lr.txt:13: "
+        "[compliance] CHECK for 'opt_base_learning_rate' failed"
+    )
+    good = check_path(tmp_path / "closed_gnn.txt")
+    assert good.passed and good.failure_line() is None and good.to_json()["exit_code"] == 0
+
+
+@pytest.mark.parametrize("rs", ["4.1.0", None])
+def test_a_single_log_report_names_the_ruleset_used(rs):
+    rep = check_path(LOGS / "closed_gnn.txt", ruleset=rs)
+    assert rep.ruleset == (rs or "4.0.0") and rep.kind == "log"
