@@ -182,3 +182,58 @@ def test_the_report_counts_and_its_last_line(tmp_path, monkeypatch):
 def test_a_single_log_report_names_the_ruleset_used(rs):
     rep = check_path(LOGS / "closed_gnn.txt", ruleset=rs)
     assert rep.ruleset == (rs or "4.0.0") and rep.kind == "log"
+
+
+# ---- a system description (harness/review/check/systems.py) ------------------------------------------
+def _system(tmp_path, **changes) -> tuple[Path, dict]:
+    src = fixture_path("mlperf_v4.0/NVIDIA/systems/eos_n64_ngc24.04_nemo.json")
+    desc = {**json.loads(src.read_text()), "status": "Available on-premise", **changes}
+    desc = {k: v for k, v in desc.items() if v is not None}
+    p = tmp_path / "sys.json"
+    p.write_text(json.dumps(desc))
+    return p, desc
+
+
+def _system_check(tmp_path, text: str | None = None, **changes):
+    from harness.review.check.systems import check_system_json
+
+    p, desc = _system(tmp_path, **changes)
+    if text is not None:
+        p.write_text(text)
+    ok, findings = check_system_json(str(p), "5.0.0", "sys.json", None if text is not None else desc)
+    return ok, [(f.message, f.fix) for f in findings]
+
+
+def test_a_complete_system_description_passes(tmp_path):
+    assert _system_check(tmp_path) == (True, [])
+    assert _system_check(tmp_path, system_name="") == (True, [])  # empty strings are allowed
+
+
+def test_each_system_description_problem_comes_with_its_fix(tmp_path):
+    ok, found = _system_check(tmp_path, host_memory_capacity=None)
+    assert not ok and found == [("Missing field host_memory_capacity", found[0][1])]
+    assert found[0][1].startswith('add "host_memory_capacity" (a string, may be empty)')
+    ok, found = _system_check(tmp_path, status="onprem")  # v4.0's value, refused from ruleset 4.0.0 on
+    assert not ok and found[0][0].startswith("Field status contains a non valid value: onprem")
+    assert found[0][1].startswith("set \"status\" to one of 'Available on-premise'")
+
+
+@pytest.mark.parametrize(
+    "text,fix",
+    [
+        ("{not json", "the file is not valid JSON"),
+        ('{"submitter": 5, "system_name": "s"}', 'every value must be a string ("8", not 8)'),
+    ],
+)
+def test_a_system_description_the_checker_crashes_on(tmp_path, text, fix):
+    ok, found = _system_check(tmp_path, text=text)
+    assert not ok and len(found) == 1
+    assert found[0][0].startswith("the system-description checker crashed (") and found[0][1].startswith(fix)
+
+
+@pytest.mark.parametrize("value", ["0", "-4", "8.5", "eight"])
+def test_a_count_that_is_not_a_whole_number_fails_what_the_official_checker_passes(tmp_path, value):
+    ok, found = _system_check(tmp_path, number_of_nodes=value)
+    assert not ok
+    assert found == [(f'"number_of_nodes" is "{value}": a count must be a whole number >= 1', found[0][1])]
+    assert _system_check(tmp_path, accelerators_per_node="8")[0]
