@@ -258,3 +258,13 @@ def test_the_plan_shows_whole_degrees_that_multiply_out():
         assert all(type(lay[k]) is int for k in ("tp", "pp", "cp", "dp", "mbs", "ga", "gbs")), lay
         assert lay["tp"] * lay["pp"] * lay["cp"] * lay["dp"] == plan.hardware.world == 64
         assert lay["dp"] * lay["mbs"] * lay["ga"] == lay["gbs"]
+
+
+def test_the_harness_shards_its_optimizer_over_dp_times_cp():
+    """The harness's GPT with the distributed optimizer: master + Adam (12 B) over DP 2 x CP 2."""
+    from harness.planner import params as P
+
+    cfg = CFG.model_copy(update={"precision": "bf16", "distributed_optimizer": True})
+    got = P.rank_bytes(benchmarks.get("gpt3"), cfg, {"dp": 2, "cp": 2})
+    assert got["optimizer"] == pytest.approx(12 * WHOLE / 4)
+    assert got["weights"] == 2 * WHOLE and got["gradients"] == 4 * WHOLE  # fp32 grad buffer, whole
