@@ -237,3 +237,74 @@ def test_a_count_that_is_not_a_whole_number_fails_what_the_official_checker_pass
     assert not ok
     assert found == [(f'"number_of_nodes" is "{value}": a count must be a whole number >= 1', found[0][1])]
     assert _system_check(tmp_path, accelerators_per_node="8")[0]
+
+
+# ---- the official checker as the result summarizer runs it (harness/review/check/official.py) -----
+@pytest.mark.parametrize("ruleset", ["0.6.0", "4.0.0"])
+def test_logs_are_parsed_as_the_packages_own_parser_parses_them(ruleset):
+    """0.6.0 logs have another token (its own parser reads them), later ones are cut at the last
+    ':::MLLOG ' and handed to the package's string_to_logline: the same lines, the same failures."""
+    from harness.review.check import official
+
+    for name in ("closed_gnn.txt", "broken_gnn_bad_json_line.txt"):
+        path = str(LOGS / name)
+        ours, theirs = official.parse(path, ruleset), official.parser_module(ruleset).parse_file(path)
+        assert [(ll.key, ll.timestamp) for ll in ours[0]] == [(ll.key, ll.timestamp) for ll in theirs[0]]
+        assert ours[1] == theirs[1]
+
+
+def test_the_summarizers_compliance_verdicts_and_their_one_line_reasons():
+    from harness.review.check.official import quiet_check
+
+    def why(name):
+        v = quiet_check(str(LOGS / name), "4.0.0")
+        assert not v.crashed
+        return v.passed, v.why
+
+    assert why("warn_gnn_duplicate_same_batch_size.txt") == (True, None)  # warnings do not fail a log
+    assert why("broken_gpt3_wrong_lr.txt") == (
+        False,
+        "CHECK for 'opt_base_learning_rate' failed in line 12 (failed test:  v['value'] == 2e-5 or v['value'] == 3e-5 )",
+    )
+    passed, reason = why("broken_gnn_bad_json_line.txt")
+    assert not passed and reason.startswith("unparsable MLLOG line (Expecting value")
+    assert why("no_such_log.txt") == (False, "cannot read the file: No such file or directory")
+
+
+def test_only_our_tiny_logs_get_the_tiny_rules(tmp_path):
+    from harness.review.check.log import tiny_rules_path
+    from harness.review.check.official import quiet_check
+
+    tiny = tmp_path / "tiny.txt"
+    tiny.write_text(
+        (Path(__file__).parents[1] / "data/tiny_tree/MyOrg/results/cpu-local/gpt3/result_0.txt").read_text()
+    )
+    assert quiet_check(str(tiny), "4.0.0", tiny_rules_path).passed
+    plain = quiet_check(str(tiny), "4.0.0")  # no tiny rules offered: the full-size rules, which it fails
+    assert not plain.passed and not plain.crashed and "max_sequence_length" in plain.why
+    full = tmp_path / "full.txt"
+    full.write_text(tiny.read_text().replace('"value": "tiny"', '"value": "full"'))
+    assert not quiet_check(str(full), "4.0.0", tiny_rules_path).passed  # a full-size log: full-size rules
+
+
+# ---- check_path's arguments and a folder's power logs (path.py) --------------------------------
+def test_an_unknown_ruleset_or_round_is_one_line_before_anything_runs():
+    from harness.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^unknown ruleset '9.9.9'"):
+        check_path(LOGS / "closed_gnn.txt", ruleset="9.9.9")
+    with pytest.raises(ConfigError, match=r"^round 'v9.9' has no ruleset in mlperf-logging \(known: 0.6.0, "):
+        check_path(LOGS / "closed_gnn.txt", round_name="v9.9")
+    assert check_path(LOGS / "closed_gnn.txt", round_name="v4.0").logs[0].ruleset == "4.0.0"
+
+
+def test_a_folder_of_logs_gets_the_power_lint(tmp_path):
+    (tmp_path / "result_0.txt").write_text((LOGS / "closed_gnn.txt").read_text())
+    node = tmp_path / "power" / "result_0" / "node_0.txt"
+    node.parent.mkdir(parents=True)
+    node.write_text(
+        ":::MLLOG " + json.dumps({"time_ms": 1, "key": "power_reading", "value": 5.0, "metadata": {}}) + "\n"
+    )
+    rep = check_path(tmp_path)
+    assert any(f.tool == "power lint" for f in rep.findings) and not rep.passed
+    assert 0 <= rep.seconds < 600
