@@ -59,7 +59,8 @@ def test_llama2_lora_parameters_and_flops():
     cfg = Llama2LoraConfig(**SMALL_LLAMA)
     assert (BASE, LORA) == (106_816, 2_560)
     want = {"total": BASE + LORA, "trainable": LORA, "base": BASE}
-    assert P.parameters(benchmarks.get("llama2_70b_lora"), cfg) == want
+    got = P.parameters(benchmarks.get("llama2_70b_lora"), cfg)
+    assert got == want and all(type(v) is int for v in got.values())  # counts, printed with `:,`
     w = W.get(benchmarks.get("llama2_70b_lora"), cfg, "tiny")
     s, L, h = 128, 2, 64
     # frozen base: forward 2N per token, backward only activation gradients (2N); causal flash
@@ -74,8 +75,18 @@ def test_fsdp_gives_rank_0_whole_rows():
     o_proj's lora_B [64, 4]: 128 + 172 + 128 + 88 = 516 adapter elements a layer, not 1280 / 3."""
     cfg = Llama2LoraConfig(**SMALL_LLAMA, fsdp=True)
     got = P.rank_bytes(benchmarks.get("llama2_70b_lora"), cfg, {"dp": 3})
-    assert got["gradients"] == 4 * 2 * 516  # fp32, 2 layers
-    assert got["optimizer"] == 8 * 2 * 516  # AdamW m, v
+    lora = 2 * 516
+    assert got["gradients"] == 4 * lora  # fp32, 2 layers
+    assert got["optimizer"] == 8 * lora  # AdamW m, v
+    # the frozen base the same way: embed and lm_head ceil(256/3) = 86 rows of 64 each; a layer's
+    # qkv (128 rows), o (64), gate, up (128), down (64 rows of 128), two norms (64 rows of 1):
+    # 43x64 + 22x64 + 2 x 43x64 + 22x128 + 2 x 22 = 12524; the final norm 22
+    base = 2 * 86 * 64 + 2 * 12524 + 22
+    assert got["parameters_rank"] == base + lora == 37_110
+    assert got["weights"] == 2 * base + 4 * lora  # bf16 base, fp32 adapters
+    assert got["fsdp_gathered"] == 2 * 36992 * 2  # the running and the prefetched layer, whole, bf16
+    two = P.rank_bytes(benchmarks.get("llama2_70b_lora"), cfg, {"dp": 2})
+    assert two["fsdp_gathered"] == 2 * 36992 * 2 and two["gradients"] == 4 * LORA / 2
 
 
 def test_untied_embeddings_per_pipeline_stage():
@@ -120,3 +131,34 @@ def test_a_cost_model_without_evaluations_or_checkpoints_prices_none():
     assert best.time["predicted_min"] == pytest.approx(
         best.time["steps"] * best.time["step_s"] / 60, rel=1e-12
     )
+
+
+def test_llama2_lora_activations_by_recompute_mode():
+    """LoRA keeps no inputs of frozen linears: 24 B per token per hidden unit a layer, 10 with
+    selective recompute, 2 with full (+ one layer's 24 while it is recomputed)."""
+    from harness.planner import memory as M
+
+    w = W.get(benchmarks.get("llama2_70b_lora"), Llama2LoraConfig(**SMALL_LLAMA), "tiny")
+    hw = planner.resolve_hardware("dgx-h100x1")
+    k = {"memory_overhead_gib": 0.0, "memory_slack": 0.0}
+    tokens_h = 128 * 64  # MBS 1 x s 128 tokens, h 64; TP 1, PP 1: both layers in flight
+    for rc, per in (("none", 24 * 2), ("selective", 10 * 2), ("full", 2 * 2 + 24)):
+        got = M.estimate(w, M.Candidate(mbs=1, gbs=8, fp8=False, recompute=rc), hw, k)
+        assert got["activations"] * 2**30 == pytest.approx(per * tokens_h), rc
+
+
+def test_llama2_lora_evaluations_and_context_parallel_choices():
+    """The closed rules: evaluate every ceil(384 / GBS) steps, skipping the first
+    floor(0.125 GBS + 2); at GBS 8, 3178.67 samples to converge: 3178 // 384 = 8 - 3 = 5."""
+    from harness.planner import stacks
+
+    plan = planner.plan(
+        benchmarks.get("llama2_70b_lora"),
+        "dgx-h100x8",
+        global_batch_size=8,
+        stack=stacks.parse("nvidia-ngc@24.04"),
+    )
+    best = plan.options[0]
+    assert best.time["samples_to_converge"] == pytest.approx(3178.6667, rel=1e-6)
+    assert best.time["evals"] == 5
+    assert {o.candidate.cp for o in plan.options} == {1, 2, 4, 8}  # NVIDIA's CP choices
