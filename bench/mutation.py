@@ -48,39 +48,33 @@ from mutation_run import UNREACHED, Clean, Copy, judge, preload
 REPO = Path(__file__).resolve().parents[1]
 MARK = {"killed": ".", "timeout": "T", "survived": "S"}  # progress, one per mutant ("-": unreached)
 EQUIVALENT = Path(__file__).with_name("mutation_equivalent.yaml")
-U, IT = "tests/unit/", "tests/integration/"
+
+
+def unit(*names: str) -> list[str]:
+    return [f"tests/unit/test_{n}.py" for n in names]
+
+
+def integration(*names: str) -> list[str]:
+    return [f"tests/integration/test_{n}.py" for n in names]
+
+
 # Files that reach a module but take long (test_planner_forward 23 s, test_one_round_per_folder 16 s
 # of real runs) are left out where quicker ones test the same behaviour: they would rerun for every
 # mutant of a line run at import and for every survivor.
-SCORE = [U + "test_results_score.py", IT + "test_results_rounds.py", IT + "test_check_tree.py"]
-SCORE += [U + "test_pins_scoring.py"]
-CHECK = [IT + "test_check_logs.py", IT + "test_check_tree.py", U + "test_results_rules.py"]
-CHECK += [U + "test_power_lint.py", U + "test_pins_check.py"]
-MLLOG = [U + "test_pins_mllog.py", U + "test_rulesets_per_benchmark.py", U + "test_diagnose.py"]
-MLLOG += [U + "test_power_descriptor.py", U + "test_resume_bad_folders.py"]
-READER = [U + "test_fuzz_inputs.py", U + "test_results_rules.py", U + "test_check_messages.py"]
-READER += [U + "test_diagnose.py", U + "test_results_score.py", IT + "test_check_logs.py"]
-READER += [U + "test_pins_mllog.py"]
-RULESETS = [
-    U + "test_rulesets_per_benchmark.py",
-    U + "test_results_rules.py",
-    U + "test_benchmark_registry.py",
-]
-RULESETS += [U + "test_results_score.py", IT + "test_check_logs.py", IT + "test_results_rounds.py"]
-CONFIG = [U + "test_layout_and_config.py", U + "test_config_fields.py", U + "test_gpt3_model_config.py"]
-CONFIG += [U + "test_gnn_config.py", U + "test_rulesets_per_benchmark.py"]
-SWITCHES = [U + "test_switch_libraries.py", U + "test_sd_switches.py", U + "test_gnn_precision.py"]
-SWITCHES += [U + "test_config_fields.py"]
-SYSTEMS = [U + "test_systems.py", U + "test_planner_cli.py", U + "test_power_descriptor.py"]
-SYSTEMS += [U + "test_config_fields.py"]
-PLANNER = [
-    U + "test_pins_planner_memory.py",
-    U + "test_pins_planner_prices.py",
-    U + "test_pins_planner_flops.py",
-    U + "test_cost_models.py",
-    U + "test_planner_model.py",
-]
-PLANNER += [U + "test_planner_params.py", U + "test_planner_cli.py"]
+SCORE = unit("pins_scoring", "results_score") + integration("results_rounds", "check_tree")
+CHECK = unit("pins_check", "pins_check_tree", "results_rules", "power_lint")
+CHECK += integration("check_logs", "check_tree")
+MLLOG = unit("pins_mllog", "rulesets_per_benchmark", "diagnose", "power_descriptor", "resume_bad_folders")
+READER = unit("pins_mllog", "fuzz_inputs", "results_rules", "check_messages", "diagnose", "results_score")
+READER += integration("check_logs")
+RULESETS = unit("rulesets_per_benchmark", "results_rules", "benchmark_registry", "results_score")
+RULESETS += integration("check_logs", "results_rounds")
+CONFIG = unit("pins_resolve", "layout_and_config", "config_fields", "gpt3_model_config", "gnn_config")
+CONFIG += unit("rulesets_per_benchmark")
+SWITCHES = unit("switch_libraries", "sd_switches", "gnn_precision", "config_fields")
+SYSTEMS = unit("systems", "planner_cli", "power_descriptor", "config_fields")
+PLANNER = unit("pins_planner_memory", "pins_planner_prices", "pins_planner_flops", "cost_models")
+PLANNER += unit("planner_model", "planner_params", "planner_cli")
 # group -> module -> its quick-tier test files: those that reach it (`--coverage` shows which do),
 # found by grep for its names and the CLI verbs that run it, then reviewed by hand
 MODULES: dict[str, dict[str, list[str]]] = {
@@ -92,25 +86,25 @@ MODULES: dict[str, dict[str, list[str]]] = {
     "check": {
         "harness/review/check/log.py": CHECK,
         "harness/review/check/systems.py": CHECK,
-        "harness/review/check/tree.py": CHECK + [U + "test_one_round_per_folder.py"],
-        "harness/review/check/path.py": CHECK + [U + "test_fuzz_inputs.py"],
-        "harness/review/check/official.py": CHECK,
+        "harness/review/check/tree.py": CHECK + unit("one_round_per_folder"),
+        "harness/review/check/path.py": CHECK + unit("fuzz_inputs"),
+        "harness/review/check/official.py": CHECK + unit("pins_scoring"),
     },
     "mllog": {"harness/core/mllog.py": MLLOG, "harness/core/mllog_reader.py": READER},
     "rulesets": {"harness/core/rulesets.py": RULESETS},
     "resolve": {
         "harness/resolve/config.py": CONFIG,
-        "harness/resolve/runplans.py": CONFIG + [U + "test_sbatch_render.py"],
+        "harness/resolve/runplans.py": CONFIG + unit("sbatch_render"),
         "harness/resolve/systems.py": SYSTEMS,
         "harness/resolve/switches.py": SWITCHES,
-        "harness/core/layout.py": CONFIG + [U + "test_planner_model.py"],
+        "harness/core/layout.py": CONFIG + unit("planner_model"),
     },
     "planner": {
         "harness/planner/memory.py": PLANNER,
         "harness/planner/workloads.py": PLANNER,
         "benchmarks/costs.py": PLANNER,
         "benchmarks/gpt3/cost.py": PLANNER,
-        "benchmarks/llama2_70b_lora/cost.py": PLANNER + [U + "test_llama2_lora.py"],
+        "benchmarks/llama2_70b_lora/cost.py": PLANNER + unit("llama2_lora"),
     },
 }
 # Left out, one line each: benchmarks/gnn/cost.py and benchmarks/stable_diffusion/cost.py (data
