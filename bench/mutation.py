@@ -51,11 +51,11 @@ EQUIVALENT = Path(__file__).with_name("mutation_equivalent.yaml")
 
 
 def unit(*names: str) -> list[str]:
-    return [f"tests/unit/test_{n}.py" for n in names]
+    return [str(Path("tests", "unit", f"test_{n}.py")) for n in names]
 
 
 def integration(*names: str) -> list[str]:
-    return [f"tests/integration/test_{n}.py" for n in names]
+    return [str(Path("tests", "integration", f"test_{n}.py")) for n in names]
 
 
 # Files that reach a module but take long (test_planner_forward 23 s, test_one_round_per_folder 16 s
