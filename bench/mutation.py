@@ -19,7 +19,8 @@ A module's test files (MODULES, reviewed by hand) first run clean under a line t
 the copy for that run only), which tells which tests reach each line. A mutant then runs
 `pytest -x -q -n 0 -m "not slow" -p no:cacheprovider` on the tests that reach its lines and, if
 they pass, on all the module's test files: only then does it survive. A mutant no test reaches
-survives without a run. A run past 3x the clean run's time (at least 60 s) counts as killed.
+survives without a run. A run past 3x the clean run's time (at least 60 s), and again past 6x on
+a second try (a busy machine is not a hang), counts as killed.
 pytest runs in a process forked from this one after the third-party imports (torch, hypothesis:
 ~4 s a run on 2 cores); nothing of the repository is imported here, so each run imports the copy.
 

@@ -188,6 +188,8 @@ def judge(m: Mutant, copy: Copy, clean: Clean, timeout: float) -> tuple[str, str
     try:
         for args in runs:
             status, by = run_pytest(copy, args, timeout)
+            if status == "timeout":  # a hang, or only a busy machine: a second try, twice as long
+                status, by = run_pytest(copy, args, 2 * timeout)
             if status == "unusable":  # the mutant renamed a parametrized test: all the files
                 status, by = run_pytest(copy, clean.files, timeout)
                 if status == "passed":

@@ -6,6 +6,7 @@ a benchmark with odd config files."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 from pathlib import Path
 
@@ -89,3 +90,145 @@ def test_a_config_file_outside_the_repository_is_named_in_full(tmp_path):
     bench = _scratch(tmp_path, **{"tiny.yaml": (GPT3.configs_dir / "tiny.yaml").read_text()})
     _cfg, _prov, sources = _resolve(bench)
     assert sources == [f"size:tiny ({bench.configs_dir / 'tiny.yaml'})"]
+
+
+# ---- which ruleset (harness/core/rulesets.py) -------------------------------------------------------
+def test_the_ruleset_a_benchmark_alone_points_to_and_why():
+    from harness.core import rulesets as rules
+
+    assert rules.resolve(benchmark="dlrmv4") == ("6.1.0", "benchmark dlrmv4 (in rulesets 6.1.0: the first)")
+    assert rules.resolve(benchmark="rgat") == ("5.0.0", "benchmark rgat (in rulesets 5.0.0-5.1.0: the first)")
+    assert rules.resolve(benchmark="gpt3") == ("4.0.0", "default")
+    # a ruleset before the benchmark existed: the first that has it, and the folder is told so
+    rs, how, problem = rules.for_benchmark("llama31_405b", "4.0.0")
+    assert rs == "5.0.0" and how == "--ruleset; llama31_405b is in 5.0.0"
+    assert problem.startswith("llama31_405b is not a benchmark of ruleset 4.0.0 (--ruleset)")
+    assert rules.round_ruleset(None) is None and rules.round_ruleset("") is None
+
+
+def test_a_folder_of_our_logs_is_scored_under_the_ruleset_they_name(tmp_path):
+    from harness.core import rulesets as rules
+
+    for i in range(3):
+        lines = (TINY_RESULTS / f"result_{i}.txt").read_text().splitlines(keepends=True)
+        first = json.loads(lines[0].split(":::MLLOG ", 1)[1])
+        named = ":::MLLOG " + json.dumps({**first, "key": "harness_ruleset", "value": "4.1.0"}) + "\n"
+        (tmp_path / f"result_{i}.txt").write_text(named + "".join(lines))
+    assert rules.for_folder("gpt3", str(tmp_path)) == ("4.1.0", "the logs' harness_ruleset", None)
+    assert rules.for_folder("gpt3", str(tmp_path), ruleset="4.0.0")[:2] == ("4.0.0", "--ruleset")
+    assert rules.for_folder("gpt3", str(tmp_path), round_name="v4.0")[:2] == ("4.0.0", "round v4.0")
+
+
+def test_rulesets_refuse_what_the_package_does_not_list():
+    from harness.core import rulesets as rules
+
+    with pytest.raises(ConfigError, match=r"^mlperf-logging lists 'nosuch' in no training ruleset$"):
+        rules.for_run("nosuch")
+    assert rules.validate_benchmark("gpt3") == "gpt3"  # no ruleset asked: known is enough
+
+
+TINY_RESULTS = (
+    Path(__file__).resolve().parents[1] / "data" / "tiny_tree" / "MyOrg" / "results" / "cpu-local" / "gpt3"
+)
+
+
+# ---- the run plans (harness/resolve/runplans.py) -----------------------------------------------
+def _runs(system="cpu-local", **kw):
+    from harness.resolve.runplans import resolve_runs
+
+    return resolve_runs(GPT3, system, results_dir=kw.pop("results_dir", "/tmp/unused"), **kw)
+
+
+def test_runs_and_seeds_within_their_bounds():
+    assert len(_runs(runs=100, seed=0).plans) == 100
+    with pytest.raises(ConfigError, match=r"^--runs 101: give 1 to 100 runs \(the official count is 3\)$"):
+        _runs(runs=101)
+    top = 2**31 - 1  # seeds are signed 32-bit; run i uses seed + i
+    assert [p.seed for p in _runs(runs=3, seed=top - 2).plans] == [top - 2, top - 1, top]
+    with pytest.raises(ConfigError, match=rf"^--seed {top - 1}: give 0 to {top - 2} \(run i uses seed\+i"):
+        _runs(runs=3, seed=top - 1)
+    for _ in range(20):  # a drawn seed leaves room for every run
+        seeds = [p.seed for p in _runs(runs=3).plans]
+        assert seeds == [seeds[0], seeds[0] + 1, seeds[0] + 2] and 0 <= seeds[0] <= top - 2
+
+
+def test_the_launcher_for_the_layout():
+    assert _runs().launcher == "local"
+    two = _runs(nproc_per_node=2, sets=("micro_batch_size=8",))
+    assert two.launcher == "torchrun"  # two ranks on one host
+    with pytest.raises(ConfigError, match=r"^--launcher mpi: unknown launcher"):
+        _runs(launcher="mpi")
+    with pytest.raises(
+        ConfigError, match=r"has 2 nodes: torchrun alone launches one node; use --launcher slurm$"
+    ):
+        _runs("cpu-slurm-2n", launcher="torchrun")
+
+
+def test_what_a_cpu_run_plan_says():
+    res = _runs(sets=("micro_batch_size=8",))
+    plan = res.plans[0]
+    assert plan.size == "tiny" and plan.device == "cpu" and plan.power_min_readings == 0
+    assert plan.disclosure["config_filename"] == "tiny.yaml"  # not the command line
+    assert plan.disclosure["expert_parallelism"] == 1 and plan.logged_name is None
+    power = _runs("cpu-local-power")
+    assert power.plans[0].power_min_readings == 60
+    assert not [n for n in power.notes if n.startswith("power:")]  # gpt3's loop trains on for its readings
+
+
+def test_a_planner_proposal_is_named_in_the_disclosure():
+    from harness.resolve.runplans import disclosure
+
+    lay = _runs().plans[0].layout
+    cfg = GPT3.typed(_runs().plans[0].config)
+    sources = ["planner (`mlperf plan gpt3 --system dgx-h100x8`)", "--set (command line)"]
+    assert disclosure(cfg, lay, "cpu", sources)["config_filename"] == "mlperf plan gpt3 --system dgx-h100x8"
+    assert disclosure(cfg, lay, "cpu", ["--set (command line)"])["config_filename"] == "command line"
+    assert disclosure(cfg, lay, "cpu", [])["config_filename"] == "defaults"
+
+
+def test_a_benchmark_without_a_size_or_an_implementation_is_one_line():
+    with pytest.raises(ConfigError, match=r"^gpt3 has no 'huge' size \(sizes: "):
+        _runs(size="huge")
+    with benchmarks.scratch():
+        bench = benchmarks.register(dataclasses.replace(GPT3, name="noimpl", impl=None))
+        from harness.resolve.runplans import resolve_runs
+
+        with pytest.raises(ConfigError, match=r"^noimpl has no implementation here: `mlperf check`"):
+            resolve_runs(bench, "cpu-local", results_dir="/tmp/unused")
+        with pytest.raises(ConfigError, match=r"^no tuned config for noimpl on dgx-h100x1 "):
+            resolve_runs(bench, "dgx-h100x1", size="full", results_dir="/tmp/unused")
+
+
+def test_a_loop_that_ends_at_run_stop_is_told_about_power_readings():
+    from harness.resolve.runplans import resolve_runs
+
+    sd = benchmarks.get("stable_diffusion")
+    res = resolve_runs(sd, "cpu-local-power", results_dir="/tmp/unused")
+    assert res.notes == [
+        "power: stable_diffusion's loop ends at run_stop; a run shorter than 60 readings "
+        "(12 s at interval_s 0.2) is claimed without energy"
+    ]
+    # and a CPU run discloses the precision the CPU runs: fp32, not the GPUs' TF32
+    plain = resolve_runs(sd, "cpu-local", results_dir="/tmp/unused")
+    assert plain.plans[0].disclosure["lowest_numerical_precision_in_linear"] == "fp32"
+
+
+def test_an_untuned_system_runs_the_planners_proposal_and_says_so():
+    from harness.resolve.runplans import resolve_runs
+
+    asked = []
+
+    def plan(bench, spec, gbs, ruleset):
+        asked.append((bench.name, spec.name, gbs, ruleset))
+        return {"global_batch_size": 2048, "tensor_model_parallel_size": 8, "pipeline_model_parallel_size": 8}
+
+    res = resolve_runs(GPT3, "dgx-h100x8", size="full", fallback=plan, results_dir="/tmp/unused")
+    assert asked == [("gpt3", "dgx-h100x8", None, "4.1.0")]
+    assert (
+        res.notes[0]
+        == "no tuned config for dgx-h100x8: using the best layout of `mlperf plan gpt3 --system dgx-h100x8`"
+    )
+    assert (
+        res.plans[0].layout.tp == 8
+        and res.plans[0].disclosure["config_filename"] == "mlperf plan gpt3 --system dgx-h100x8"
+    )
