@@ -232,3 +232,49 @@ def test_an_untuned_system_runs_the_planners_proposal_and_says_so():
         res.plans[0].layout.tp == 8
         and res.plans[0].disclosure["config_filename"] == "mlperf plan gpt3 --system dgx-h100x8"
     )
+
+
+# ---- no silent switches (harness/resolve/switches.py) ------------------------------------------
+@pytest.mark.parametrize(
+    "bench,sets,nproc,message",
+    [
+        (
+            "stable_diffusion",
+            ("fp8=true",),
+            None,
+            "fp8=true (--set): the stable_diffusion implementation has no such path (the UNet has no FP8 "
+            "path; NVIDIA's v4.0 SD records trained it in fp16); --set fp8=false",
+        ),
+        (
+            "gpt3",
+            ("overlap_param_gather=true",),
+            None,
+            "overlap_param_gather=true (--set) acts only with distributed_optimizer=true; set it or "
+            "--set overlap_param_gather=false",
+        ),
+        (
+            "gpt3",
+            ("sequence_parallel=true",),
+            None,
+            "sequence_parallel=true (--set) needs tensor_model_parallel_size >= 2, but the layout has TP 1; "
+            "--set sequence_parallel=false",
+        ),
+        (
+            "llama2_70b_lora",
+            ("fsdp=false", "micro_batch_size=4"),
+            2,
+            "fsdp=false (--set) cannot run with ranks 2 (at most 1: FSDP is the only gradient sync; without "
+            "it each rank would train its own copy); leave fsdp on or use ranks 1",
+        ),
+    ],
+)
+def test_a_switch_the_implementation_would_ignore_is_refused_in_one_line(bench, sets, nproc, message):
+    from harness.resolve.runplans import resolve_runs
+
+    with pytest.raises(ConfigError) as e:
+        resolve_runs(
+            benchmarks.get(bench), "cpu-local", sets=sets, nproc_per_node=nproc, results_dir="/tmp/unused"
+        )
+    assert str(e.value) == message
+    if bench == "llama2_70b_lora":  # off on one rank is fine: nothing to sync
+        resolve_runs(benchmarks.get(bench), "cpu-local", sets=sets, results_dir="/tmp/unused")
