@@ -278,3 +278,59 @@ def test_a_switch_the_implementation_would_ignore_is_refused_in_one_line(bench, 
     assert str(e.value) == message
     if bench == "llama2_70b_lora":  # off on one rank is fine: nothing to sync
         resolve_runs(benchmarks.get(bench), "cpu-local", sets=sets, results_dir="/tmp/unused")
+
+
+# ---- the layout (harness/core/layout.py) ----------------------------------------------------------
+def _derive(nodes=1, per_node=8, layers=None, **degrees):
+    from types import SimpleNamespace
+
+    from harness.core.layout import derive
+
+    cfg = {"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1}
+    cfg |= {"virtual_pipeline_model_parallel_size": 1, "context_parallel_size": 1}
+    cfg |= {"global_batch_size": 64, "micro_batch_size": 1} | degrees
+    return derive(
+        SimpleNamespace(**cfg), nodes, per_node, num_layers=layers, supports=("tp", "pp", "vp", "cp")
+    )
+
+
+def test_a_layout_describes_itself():
+    lay = _derive(
+        nodes=2,
+        layers=8,
+        tensor_model_parallel_size=2,
+        pipeline_model_parallel_size=2,
+        virtual_pipeline_model_parallel_size=2,
+        micro_batch_size=2,
+    )
+    assert lay.describe() == (
+        "2 node(s) x 8 = 16 ranks: TP 2 x PP 2 (VP 2) x CP 1 x DP 4; GBS 64 = DP 4 x MBS 2 x GA 8"
+    )
+
+
+@pytest.mark.parametrize(
+    "kw,message",
+    [
+        (
+            {"layers": 6, "pipeline_model_parallel_size": 2, "virtual_pipeline_model_parallel_size": 2},
+            "layout: 6 layers do not split into PP 2 x VP 2 = 4 equal chunks",
+        ),
+        (
+            {"global_batch_size": 16, "micro_batch_size": 16},
+            "layout: global_batch_size 16 is not a multiple of DP 8 x micro_batch_size 16 = 128; pick GBS as a "
+            "multiple of 128",
+        ),
+        (
+            {
+                "global_batch_size": 12,
+                "pipeline_model_parallel_size": 2,
+                "virtual_pipeline_model_parallel_size": 2,
+            },
+            "layout: interleaved pipeline needs microbatches per step (3) divisible by PP 2",
+        ),
+    ],
+)
+def test_a_layout_that_cannot_run_is_one_line(kw, message):
+    with pytest.raises(ConfigError) as e:
+        _derive(**kw)
+    assert str(e.value) == message
