@@ -96,7 +96,8 @@ def test_an_unreadable_log_is_one_error(tmp_path):
 
 
 def test_megabyte_lines_are_not_handed_to_the_checker(tmp_path):
-    good = (LOGS / "closed_gnn.txt").read_text().splitlines()
+    # a log the checker would fail (wrong learning rate): with its long lines it is not run at all
+    good = (LOGS / "broken_gpt3_wrong_lr.txt").read_text().splitlines()
     junk = [good[0][:-1] + ', "x": "' + "y" * 40_000 + '"}' for _ in range(5)]
     p = tmp_path / "result_0.txt"
     p.write_text("\n".join(good[:3] + junk + good[3:]) + "\n")
@@ -150,7 +151,7 @@ def test_which_files_of_a_folder_are_logs(tmp_path, monkeypatch):
     big = run / "big.log"
     head = ("x" * 99 + "\n") * (2**20 // 100)
     pad = "x" * (2**20 - len(head) - 4) + "\n"
-    big.write_text(head + pad[:-1] + "\n" + (LOGS / "closed_gnn.txt").read_text())
+    big.write_text(head + pad + (LOGS / "closed_gnn.txt").read_text().splitlines()[0] + "\n")  # one token
     assert big.read_bytes().index(b":::MLLOG ") < 2**20 < big.read_bytes().index(b":::MLLOG ") + 9
     monkeypatch.chdir(run)
     rep = check_path(run)
@@ -163,16 +164,17 @@ def test_which_files_of_a_folder_are_logs(tmp_path, monkeypatch):
 
 
 def test_the_report_counts_and_its_last_line(tmp_path, monkeypatch):
-    for name in ("closed_gnn.txt", "broken_gpt3_wrong_lr.txt", "warn_gnn_duplicate_same_batch_size.txt"):
+    names = ["closed_gnn.txt", "broken_gpt3_wrong_lr.txt", "broken_gnn_wrong_optimizer.txt"]
+    for name in names + ["warn_gnn_duplicate_same_batch_size.txt"]:
         (tmp_path / name).write_text((LOGS / name).read_text())
     monkeypatch.chdir(tmp_path)
     rep = check_path(tmp_path)
     doc = rep.to_json()
-    assert doc["counts"] == {"logs": 3, "logs_failed": 1, "errors": 1, "warnings": 1}
+    assert doc["counts"] == {"logs": 4, "logs_failed": 2, "errors": 2, "warnings": 1}
     assert doc["passed"] is False and doc["exit_code"] == 4
     assert rep.failure_line().startswith(
-        "check failed (1 errors, 1 of 3 logs failing); first: broken_gpt3_wrong_lr.txt:13: "
-        "[compliance] CHECK for 'opt_base_learning_rate' failed"
+        "check failed (2 errors, 2 of 4 logs failing); first: broken_gnn_wrong_optimizer.txt:11: "
+        "[compliance] CHECK for 'opt_name' failed"
     )
     good = check_path(tmp_path / "closed_gnn.txt")
     assert good.passed and good.failure_line() is None and good.to_json()["exit_code"] == 0
@@ -308,3 +310,20 @@ def test_a_folder_of_logs_gets_the_power_lint(tmp_path):
     rep = check_path(tmp_path)
     assert any(f.tool == "power lint" for f in rep.findings) and not rep.passed
     assert 0 <= rep.seconds < 600
+
+
+def test_a_checker_message_that_cannot_be_formatted_is_kept_raw():
+    """The official tools log with %-formatting; a bad argument must not lose the message."""
+    import logging
+
+    from harness.review.check.log import captured_official_output
+
+    def record(msg, *args):
+        return logging.LogRecord("mlp_compliance", logging.WARNING, "x.py", 1, msg, args, None)
+
+    with captured_official_output() as (records, _out, _warned):
+        # straight to the capture (pytest's own handler on the root logger would raise on the first)
+        (capture,) = [h for h in logging.getLogger().handlers if type(h).__name__ == "_Handler"]
+        capture.handle(record("found %d lines", "many"))
+        capture.handle(record("checked %s", "x.txt"))
+    assert records == [("WARNING", "found %d lines"), ("WARNING", "checked x.txt")]
