@@ -7,10 +7,11 @@ pyc cache see the file as it is, bar the one edit.
 
 Operators: `cmp` (< <=, > >=, == !=, is / is not, in / not in), `arith` (+ -, * /, // to /, and
 the augmented forms), `bool` (and / or), `not` (dropped), `const` (int n -> n+1, True / False),
-`return` (return X -> return None) and `drop` (a simple statement of an if / else / loop / except
-body replaced by `pass`). Not mutated, as no user relies on their exact form: docstrings, type
-annotations, decorators, f-strings and string building (message text), `print(...)` and logging
-calls, `if TYPE_CHECKING:` blocks, `__all__`, and assert messages.
+`return` (return X -> return None, X not a constant) and `drop` (a simple statement of an if /
+else / loop / except body replaced by `pass`); `const` also shifts slice and index bounds by one.
+Not mutated, as no user relies on their exact form: docstrings, type annotations, decorators,
+f-strings and string building (message text), `print(...)` and logging calls, `if TYPE_CHECKING:`
+blocks, `__all__`, and assert messages.
 """
 
 from __future__ import annotations
