@@ -50,8 +50,9 @@ def main() -> int:
     import torch
     import torch.distributed as dist
 
+    from benchmarks.gpt3 import DATA as manifest
     from harness.run.execute import make_plans
-    from reference_impls.gpt3 import data, manifest, prepare, train
+    from reference_impls.gpt3 import data, datafiles, prepare, train
     from reference_impls.gpt3 import model as gmodel
 
     torch.set_num_threads(args.threads)
@@ -75,7 +76,7 @@ def main() -> int:
     cfg, layout = _typed(plan), plan.layout
     train.init_parallel(layout, plan.seed)
     model, optimizer, scheduler, tcfg = gmodel.build(cfg, layout, "cpu")
-    gmodel.load_tiny_state(model, optimizer, torch.load(data_dir / manifest.CHECKPOINT, weights_only=True))
+    gmodel.load_tiny_state(model, optimizer, torch.load(data_dir / datafiles.CHECKPOINT, weights_only=True))
     gmodel.set_schedule_step(scheduler, cfg.init_checkpoint_step)
     trainset, _ = data.build_datasets(data_dir, cfg, "tiny", plan.seed, cache_dir=tmp / "cache")
     stepper = train.Stepper(model, optimizer, scheduler, tcfg, cfg, layout, "cpu")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 if "torch" in sys.modules:  # a plugin imported it first: the variable is read only at import
     sys.modules["torch"].set_num_threads(1)
+# A shell starts a background job (`pytest &`, nohup, some CI runners) with SIGINT ignored, and an
+# ignored signal stays ignored across exec: every `mlperf run` a test starts would then shrug off the
+# Ctrl-C that the interrupt tests send it, and train on to the end (4 tests failed so). A handler,
+# unlike SIG_IGN, is reset to the default at exec, so the processes the tests start get Ctrl-C as
+# a user's terminal delivers it. The controller and each xdist worker run this.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_configure(config):
