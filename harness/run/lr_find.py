@@ -10,7 +10,8 @@ cut where it diverges, and the suggested peak LR is half the LR at the minimum o
 (the steepest-descent LR is reported too). Why half, not fastai's tenth: the peak of a
 warmup + cosine schedule belongs just below the point where the loss stops falling (Smith 2017),
 with a margin for the noise of a short sweep; a tenth is the one-cycle-from-scratch rule, and here,
-continuing from the benchmark's checkpoint, it is too low. Measured on tiny gpt3 (cpu-local, 2 cores):
+continuing from the benchmark's checkpoint, it is too low. Measured on tiny gpt3 (cpu-local, 2 cores,
+the earlier 150-step checkpoint):
 the minimum of three sweeps (seeds 0, 1, 2) sat at 2.19e-3, 1.55e-3, 2.76e-3; training with
 LR 2.19e-4 (a tenth) did not reach the target within the sample cap (log-ppl 1.198 > 1.18), 7.3e-4
 reached it in 0.58 min, 1.1e-3 (half: the suggestion) in 0.28 min, 2.2e-3 in 0.22 min.

@@ -26,12 +26,12 @@ def test_prepare_writes_manifest_with_hashes_and_entropy(data_dir):
     }
     assert all(len(f["sha256"]) == 64 for f in m["files"].values())
     facts = m["facts"]
-    assert 1.0 < facts["entropy_rate_nats"] < 1.2 and facts["checkpoint_step"] == 150
+    assert 1.0 < facts["entropy_rate_nats"] < 1.2 and facts["checkpoint_step"] == 300
     assert facts["checkpoint_val_log_ppl"] > 1.18  # the run has something left to learn
     import torch
 
     state = torch.load(data_dir / "checkpoint" / "tiny_ckpt.pt", weights_only=True)
-    assert state["step"] == 150 and "embedding.word_embeddings.weight" in state["model"] and state["adam"]
+    assert state["step"] == 300 and "embedding.word_embeddings.weight" in state["model"] and state["adam"]
 
 
 def test_unprepared_data_dir_is_a_config_error(tmp_path):
