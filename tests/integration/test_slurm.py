@@ -127,6 +127,8 @@ def test_power_mode_samples_inside_the_job_and_a_wrong_password_is_one_line(
 
 
 def test_sigint_cancels_the_job_and_logs_aborted(slurm, tmp_path, data_dir):
+    """The LR is ~0, so the run cannot reach the target before the signal comes: a tiny run takes
+    ~8 s of training, and one that finished first would exit 0 and prove nothing about Ctrl-C."""
     results = tmp_path / "results"
     proc = subprocess.Popen(
         [
@@ -134,6 +136,8 @@ def test_sigint_cancels_the_job_and_logs_aborted(slurm, tmp_path, data_dir):
             "-m",
             "harness.cli",
             *_gpt3_on_slurm(seed=2),
+            "--set",
+            "opt_base_learning_rate=1e-9",
             "--results-dir",
             str(results),
             "--data-dir",

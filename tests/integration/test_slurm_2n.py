@@ -30,11 +30,11 @@ from helpers import mlperf_argv
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 MARK = "# slurm-ci"
-# The run stops at step 144 (`max_steps`): checkpoint at 72, n2 killed right after it, so the
-# resumed job trains 72 steps and logs the evals at 96, 120 and 144. Going on to the target (312
-# steps on 4 ranks sharing 2 cores) would prove nothing about the nodes: a resume that reaches the
-# target, with the official checker on the resumed log, is test_gnn_tiny's.
-RESUMED_STEPS = 144
+# The run stops at step 120 (`max_steps`; seeds 1-8 reach the target at 144-168): checkpoint at 72,
+# n2 killed right after it, so the resumed job trains 48 steps and logs the evals at 96 and 120.
+# Going on to the target on 4 ranks sharing 2 cores would prove nothing about the nodes: a resume
+# that reaches the target, with the official checker on the resumed log, is test_gnn_tiny's.
+RESUMED_STEPS = 120
 
 
 @pytest.fixture(scope="session")
@@ -187,7 +187,7 @@ def test_tp_inside_dp_across_a_node_dies_then_resume(two_nodes, tmp_path, data_d
     assert keys.count("run_start") == keys.count("run_stop") == keys.count("harness_resumed") == 1
     assert ev[keys.index("harness_resumed")]["value"] == 72
     after = [e for e in ev[keys.index("harness_resumed") :] if e["key"] == "eval_accuracy"]
-    assert [e["metadata"]["epoch_num"] // (16 * 64) for e in after] == [96, 120, 144]
+    assert [e["metadata"]["epoch_num"] // (16 * 64) for e in after] == [96, 120]
     points = [e["metadata"]["epoch_num"] for e in ev if e["key"] == "eval_accuracy"]
     assert points == sorted(set(points))  # none logged twice
     assert ev[-1]["key"] == "run_stop" and ev[-1]["metadata"]["status"] == "aborted"
