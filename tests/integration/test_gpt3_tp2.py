@@ -6,8 +6,8 @@ the DP=2 distributed-optimizer run stops at gpt3_helpers.DP2_STEPS (5 evals, the
 reference too) and the 4-layer PP=2 x VP=2 pair at SHORT_STEPS (3 evals), compared there. Why
 that number: every layout computes the same fp32 arithmetic in another order (TP splits the
 GEMMs, SP reduce-scatters, the distributed optimizer reduce-scatters the grads, PP/VP and MBS 8 x
-GA 2 sum microbatches apart). Measured over a whole curve (14 evals, 336 steps, from the earlier 150-step checkpoint) the differences
-stay at rounding level: <= 6e-8 (TP=2 + SP + distributed optimizer vs TP=2) and <= 4e-8 (PP=2 +
+GA 2 sum microbatches apart). Measured over a whole curve (14 evals, 336 steps, from the earlier
+150-step checkpoint) the differences stay at rounding level: <= 6e-8 (TP=2 + SP + distributed optimizer vs TP=2) and <= 4e-8 (PP=2 +
 VP=2 + distributed optimizer + overlapped reduce/gather vs one process), so 1e-5 leaves 100x room.
 A real fault is far above it: with the sequence-parallel norms' gradients not summed over TP the
 first eval moved by 4e-4 and the last by 1.4e-3; the distributed optimizer starting without
