@@ -10,12 +10,30 @@ a lock, a scheduler) and one far above used both cores. This prints, per worker,
 test longer than --min-s with its start offset: a worker that finishes long before the other shows
 an unbalanced order (conftest LONGEST_FIRST); a test far longer than its own work is waiting on a
 once_per_run lock the other worker holds.
+
+Then the same seconds per benchmark (issue 43's budget: at most 60 s of wall per benchmark's tiny
+runs beyond what it shares): a test counts for the benchmark its file or parameter names
+(BENCHMARK_WORDS); the rest (the CLI, Slurm, power, build and review tests, most of which train tiny
+gpt3 as their vehicle) is the harness's.
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+
+BENCHMARK_WORDS = {
+    "gpt3": ("gpt3",),
+    "llama2_70b_lora": ("llama2",),
+    "stable_diffusion": ("stable_diffusion", "test_sd_", "[sd"),
+    "gnn": ("gnn",),
+}
+"""A test belongs to the benchmark whose word its node id contains (the first that matches)."""
+
+
+def benchmark_of(nodeid: str) -> str:
+    low = nodeid.lower()
+    return next((b for b, words in BENCHMARK_WORDS.items() if any(w in low for w in words)), "harness")
 
 
 def main() -> None:
@@ -38,6 +56,12 @@ def main() -> None:
         for _, start, stop, cpu, nodeid in mine:
             if stop - start >= args.min_s:
                 print(f"{start - t0:7.1f} {stop - start:6.1f} {cpu:6.1f}  {nodeid}")
+    print(f"{'benchmark':<18s} {'tests':>5s} {'wall':>7s} {'CPU':>7s}  (tests of 10 s or more)")
+    for bench in [*BENCHMARK_WORDS, "harness"]:
+        mine = [r for r in rows if benchmark_of(r[4]) == bench]
+        long = sum(r[2] - r[1] >= 10 for r in mine)
+        wall, cpu = sum(r[2] - r[1] for r in mine), sum(r[3] for r in mine)
+        print(f"{bench:<18s} {len(mine):5d} {wall:7.0f} {cpu:7.0f}  ({long})")
     total = sum(r[3] for r in rows)
     print(f"CPU {total:.0f} s in all: {total / end:.2f} cores busy on average")
 

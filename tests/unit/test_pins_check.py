@@ -243,11 +243,18 @@ def test_a_count_that_is_not_a_whole_number_fails_what_the_official_checker_pass
 
 # ---- the official checker as the result summarizer runs it (harness/review/check/official.py) -----
 @pytest.mark.parametrize("ruleset", ["0.6.0", "4.0.0"])
-def test_logs_are_parsed_as_the_packages_own_parser_parses_them(ruleset):
+def test_logs_are_parsed_as_the_packages_own_parser_parses_them(ruleset, tmp_path):
     """0.6.0 logs have another token (its own parser reads them), later ones are cut at the last
     ':::MLLOG ' and handed to the package's string_to_logline: the same lines, the same failures."""
     from harness.review.check import official
 
+    v06 = tmp_path / "v06.txt"  # the 2019 format: `:::MLL <time> <key>: <json>`
+    v06.write_text(
+        ':::MLL 1558767599.999 run_start: {"value": null, "metadata": {"file": "t.py", "lineno": 1}}\n'
+        ':::MLL 1558767600.123 eval_accuracy: {"value": 0.75, "metadata": {"epoch_num": 1, "file": "t.py", "lineno": 2}}\n'
+    )
+    got = official.parse(str(v06), ruleset)[0]
+    assert [ll.key for ll in got] == (["run_start", "eval_accuracy"] if ruleset == "0.6.0" else [])
     for name in ("closed_gnn.txt", "broken_gnn_bad_json_line.txt"):
         path = str(LOGS / name)
         ours, theirs = official.parse(path, ruleset), official.parser_module(ruleset).parse_file(path)
@@ -286,7 +293,22 @@ def test_only_our_tiny_logs_get_the_tiny_rules(tmp_path):
     assert not plain.passed and not plain.crashed and "max_sequence_length" in plain.why
     full = tmp_path / "full.txt"
     full.write_text(tiny.read_text().replace('"value": "tiny"', '"value": "full"'))
-    assert not quiet_check(str(full), "4.0.0", tiny_rules_path).passed  # a full-size log: full-size rules
+    v = quiet_check(str(full), "4.0.0", tiny_rules_path)  # a full-size log: full-size rules
+    assert not v.passed and v.why == plain.why  # not the tiny rules' "harness_size == 'tiny'" failure
+    assert (
+        plain.why == "CHECK for 'max_sequence_length' failed in line 12 (failed test:  v['value'] == 2048 )"
+    )
+
+
+def test_a_checker_message_is_condensed_to_one_line():
+    """The first line, plus the failed test where the message names one on a later line."""
+    from harness.review.check.official import _condense
+
+    assert _condense("CHECK for 'x' failed in line 3:\nfailed test: v == 1\n") == (
+        "CHECK for 'x' failed in line 3 (failed test: v == 1)"
+    )
+    assert _condense("  Required key missing: run_stop\n  more\n") == "Required key missing: run_stop"
+    assert _condense("failed test: v == 1\nfailed test: v == 2") == "failed test: v == 1"  # not repeated
 
 
 # ---- check_path's arguments and a folder's power logs (path.py) --------------------------------
@@ -327,3 +349,54 @@ def test_a_checker_message_that_cannot_be_formatted_is_kept_raw():
         capture.handle(record("found %d lines", "many"))
         capture.handle(record("checked %s", "x.txt"))
     assert records == [("WARNING", "found %d lines"), ("WARNING", "checked x.txt")]
+
+
+def test_the_fast_token_cut_substitutes_exactly_as_the_regex_it_replaces():
+    """Inside fast_token_regex(module), `module.re.sub` must return what `re.sub` returns for every
+    call: the cut at the last token where it is the same, the real regex everywhere else (another
+    pattern or replacement, a count, a line with a newline inside, which `.*` does not cross)."""
+    import re
+    import types
+
+    from harness.core.mllog_reader import TOKEN
+    from harness.review.check.official import fast_token_regex
+
+    line = 'x :::MLLOG {"key": "a"} :::MLLOG {"key": "b"}\n'
+    calls = [
+        (".*" + TOKEN, TOKEN, line),
+        (".*" + TOKEN, TOKEN, "no token here\n"),
+        (".*" + TOKEN, TOKEN, TOKEN + "{}"),
+        (".*" + TOKEN, TOKEN, "a :::MLLOG 1\nb :::MLLOG 2"),  # two lines: one cut per line
+        (".*" + TOKEN, "", line),  # another replacement
+        ("x", TOKEN, "axb"),  # another pattern
+    ]
+    module = types.SimpleNamespace(re=re)
+    with fast_token_regex(module):
+        for pattern, repl, string in calls:
+            want = re.sub(pattern, repl, string)
+            assert module.re.sub(pattern, repl, string) == want, (pattern, repl, string)
+        assert module.re.sub(".*" + TOKEN, TOKEN, line, count=1) == re.sub(".*" + TOKEN, TOKEN, line, count=1)
+        assert module.re.compile("a+").fullmatch("aa")  # everything else is the real module
+    assert module.re is re
+
+
+def test_the_rule_file_cache_loads_as_yaml_does(tmp_path):
+    """_CachedYaml stands in for `yaml` inside mlp_compliance: a named rule file is parsed once and
+    handed out as a fresh copy each time; a stream without a file name, and every other attribute,
+    go to the real module."""
+    import io
+
+    import yaml
+
+    from harness.review.check.official import _CachedYaml
+
+    cached = _CachedYaml(yaml)
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("- KEY:\n    NAME: run_start\n")
+    with open(rules) as f:
+        first = cached.load(f, Loader=yaml.BaseLoader)
+    first[0]["KEY"]["NAME"] = "changed by a caller"
+    with open(rules) as f:
+        assert cached.load(f, Loader=yaml.BaseLoader) == [{"KEY": {"NAME": "run_start"}}]
+    assert cached.load(io.StringIO("a: 1"), Loader=yaml.SafeLoader) == {"a": 1}  # no file name
+    assert cached.safe_dump({"a": 1}) == "a: 1\n"
