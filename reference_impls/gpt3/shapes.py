@@ -112,11 +112,30 @@ def _cuda_stubs(stack: ExitStack) -> None:
     stack.callback(setattr, cuda_graphs.CudaGraphManager, "global_mempool", None)
 
 
+_RANK_GROUPS: dict = {}
+
+
+def _rank_groups(real):
+    """megatron's rank-group generator, remembered per (world, sizes, mask) for the process: a pure
+    function that parallel_state calls ~20 times per rank built, each a Python loop over the whole
+    world (at 11,616 ranks ~1 s of the build's per-shard time), and the build makes one rank per
+    distinct shard. Lists handed out are copies."""
+
+    def groups(world_size, parallel_size, mask):
+        key = (world_size, tuple(parallel_size), tuple(mask))
+        if key not in _RANK_GROUPS:
+            _RANK_GROUPS[key] = real(world_size, parallel_size, mask)
+        return [list(g) for g in _RANK_GROUPS[key]]
+
+    return groups
+
+
 @contextmanager
 def _cuda_env(device: str):
     """The build's surroundings: CUDA stood in for on a CPU-only torch, the TE layer spec replaced
     by megatron's local one where TE is absent (reported by `not_built`), no gloo groups."""
     import megatron.core.optimizer as mopt
+    import megatron.core.parallel_state as ps
     from megatron.core.models.gpt import gpt_layer_specs
 
     cpu_compat.enable()  # first: its CUDA->CPU mode must sit below ours (ours runs first)
@@ -126,6 +145,12 @@ def _cuda_env(device: str):
         if device.startswith("cuda") and not have_te():
             local = gpt_layer_specs.get_gpt_layer_local_spec
             _patch(stack, gmodel, "layer_spec", lambda cfg, dev: local())
+        _patch(
+            stack,
+            ps,
+            "generate_masked_orthogonal_rank_groups",
+            _rank_groups(ps.generate_masked_orthogonal_rank_groups),
+        )
         build_opt = mopt.get_megatron_optimizer
         _patch(
             stack, mopt, "get_megatron_optimizer", functools.partial(build_opt, use_gloo_process_groups=False)
