@@ -300,7 +300,10 @@ def load(name_or_path: str) -> SystemSpec:
         except (OSError, ValueError):  # a name too long for the filesystem, a NUL byte
             found = False
         if not found:
-            link = " (a broken or looping symlink)" if p.is_symlink() else ""
+            try:
+                link = " (a broken or looping symlink)" if p.is_symlink() else ""
+            except (OSError, ValueError):  # is_symlink raises on a name too long (ENAMETOOLONG)
+                link = ""
             raise ConfigError(f"system file {name_or_path[:200]} does not exist{link}")
         return load_file(p)
     f = SYSTEMS_DIR / f"{name_or_path}.yaml"

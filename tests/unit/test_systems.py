@@ -97,3 +97,26 @@ def test_wrong_type_and_malformed_yaml(tmp_path):
 def test_unknown_system_suggests():
     with pytest.raises(ConfigError, match="did you mean 'dgx-h100x8'"):
         systems.load("dgx-h100x9")
+
+
+def test_auto_threads_share_the_cores_among_the_accelerators(monkeypatch):
+    """threads_per_process 'auto': the host's cores split evenly over the node's processes, at
+    least one each, a whole number (torch.set_num_threads takes an int)."""
+    spec = systems.load("dgx-h100x8").with_overrides(threads_per_process="auto")
+    assert spec.accelerators_per_node == 8
+    for cores, want in [(224, 28), (20, 2), (4, 1), (None, 1)]:
+        monkeypatch.setattr(systems.os, "cpu_count", lambda c=cores: c)
+        got = spec.threads()
+        assert got == want and isinstance(got, int), (cores, got)
+
+
+def test_an_override_keeps_every_other_field():
+    spec = systems.load("dgx-h100x8")
+    two = spec.with_overrides(nodes=2)
+    assert two.nodes == 2 and two.model_dump(exclude={"nodes"}) == spec.model_dump(exclude={"nodes"})
+
+
+@pytest.mark.parametrize("path", ["systems/" + "x" * 5000 + ".yaml", "systems/a\0b.yaml"])
+def test_an_impossible_system_path_is_one_line(path):
+    with pytest.raises(ConfigError, match=r"^system file .* does not exist$"):
+        systems.load(path)
