@@ -400,3 +400,54 @@ def test_the_rule_file_cache_loads_as_yaml_does(tmp_path):
         assert cached.load(f, Loader=yaml.BaseLoader) == [{"KEY": {"NAME": "run_start"}}]
     assert cached.load(io.StringIO("a: 1"), Loader=yaml.SafeLoader) == {"a": 1}  # no file name
     assert cached.safe_dump({"a": 1}) == "a: 1\n"
+
+
+def test_a_bad_ruleset_or_round_is_refused_before_the_path_is_looked_at(tmp_path):
+    from harness.core.errors import ConfigError
+
+    missing = tmp_path / "missing.txt"
+    with pytest.raises(ConfigError, match=r"^unknown ruleset '9.9.9'"):
+        check_path(missing, ruleset="9.9.9")
+    with pytest.raises(ConfigError, match=r"^round 'v9.9' has no ruleset"):
+        check_path(missing, round_name="v9.9")
+
+
+def test_the_report_names_the_ruleset_its_logs_were_checked_under(tmp_path):
+    """Inferred per log when none is given: a log naming 4.1.0 is checked (and reported) under
+    4.1.0, not under the default ruleset."""
+    from harness.core.rulesets import DEFAULT_RULESET
+
+    rep = check_path(_log(tmp_path, "ours.txt", edit=_with("harness_ruleset", "4.1.0")))
+    assert rep.ruleset == rep.logs[0].ruleset == "4.1.0" != DEFAULT_RULESET
+
+
+def test_a_folder_whose_logs_name_an_unknown_ruleset_is_checked_under_the_inferred_one(tmp_path):
+    """As for one log (above): a `harness_ruleset` the package does not know is not taken, the
+    folder's ruleset is inferred as for anyone else's logs (not a ConfigError for the folder)."""
+    from harness.core.rulesets import for_folder
+
+    odd = _log(tmp_path, "result_0.txt", edit=_with("harness_ruleset", "9.9.9"), folder="gnn")
+    assert for_folder("gnn", str(odd.parent)) == ("4.0.0", "default", None)
+    ours = _log(tmp_path, "result_0.txt", edit=_with("harness_ruleset", "4.1.0"), folder="gnn41")
+    assert for_folder("gnn", str(ours.parent)) == ("4.1.0", "the logs' harness_ruleset", None)
+
+
+def test_the_failure_line_counts_the_failing_logs(tmp_path):
+    import shutil
+
+    for name in ("closed_gnn.txt", "broken_gpt3_wrong_lr.txt"):
+        shutil.copy(LOGS / name, tmp_path / name)
+    line = check_path(tmp_path).failure_line()
+    assert line is not None and "1 of 2 logs failing" in line and "broken_gpt3_wrong_lr.txt" in line, line
+
+
+def test_a_reports_seconds_lie_within_the_call():
+    """Report.seconds is the check's own duration: between 0 and the wall time around the call
+    (an invariant, not a timing: any machine, busy or quiet)."""
+    import time
+
+    tree = Path(__file__).parents[1] / "data" / "tiny_tree"
+    for path in (tree, LOGS / "closed_gnn.txt"):
+        t0 = time.perf_counter()
+        rep = check_path(path)
+        assert 0 <= rep.seconds <= time.perf_counter() - t0, (path, rep.seconds)

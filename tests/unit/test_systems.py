@@ -120,3 +120,17 @@ def test_an_override_keeps_every_other_field():
 def test_an_impossible_system_path_is_one_line(path):
     with pytest.raises(ConfigError, match=r"^system file .* does not exist$"):
         systems.load(path)
+
+
+def test_host_facts_auto_without_a_cpu_count(monkeypatch):
+    """os.cpu_count() may answer None: cpu-local's 'auto' core count is then 1, not an error."""
+    monkeypatch.setattr(systems.os, "cpu_count", lambda: None)
+    assert systems.load("cpu-local").host.core_count == 1
+
+
+def test_an_accelerator_of_less_than_a_gib_is_valid_and_of_none_is_refused():
+    spec = systems.load("cpu-local")
+    acc = spec.accelerator.model_dump(by_alias=True)
+    assert spec.with_overrides(accelerator=dict(acc, memory_gib=0.5)).accelerator.memory_gib == 0.5
+    with pytest.raises(ConfigError, match="memory_gib"):
+        spec.with_overrides(accelerator=dict(acc, memory_gib=0))
