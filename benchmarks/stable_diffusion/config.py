@@ -119,7 +119,7 @@ class StableDiffusionConfig(BenchmarkConfig):
     """Seed of the evaluation noise (the same images for every checkpoint)."""
 
     # ---- tiny size: what `prepare` builds ----------------------------------------------------
-    tiny_vae_steps: int = Field(250, ge=1)
+    tiny_vae_steps: int = Field(150, ge=1)
     """Adam steps that train the tiny VAE (factor 2) on the training digits before it encodes them."""
     tiny_classifier_steps: int = Field(300, ge=1)
     """Adam steps that train the tiny digits classifier (the FID/CLIP proxy) on the training digits."""

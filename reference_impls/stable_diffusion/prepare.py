@@ -37,8 +37,8 @@ from reference_impls.stable_diffusion import data, vae_config
 
 SPLIT_SEED = 2023  # the reference's COCO subset seed
 SHARDS = 4
-# Training steps: the config's tiny_vae_steps and tiny_classifier_steps (250 and 300).
-VAE_BATCH, VAE_LR, VAE_KL = 64, 3e-3, 1e-4
+# Training steps: the config's tiny_vae_steps and tiny_classifier_steps (150 and 300).
+VAE_BATCH, VAE_LR, VAE_KL = 32, 3e-3, 1e-4
 CLF_BATCH, CLF_LR = 64, 1e-2
 
 

@@ -36,9 +36,9 @@ pytestmark = pytest.mark.slow  # trains: not in the -m 'not slow' loop
 # Why 0.25: the two runs see the same samples from the same initial weights; GA only changes how
 # they are split and summed (and, for gnn and SD, which neighbours / noise the generator draws for
 # each half). Measured at these first losses (2026-12-06, seed 7 for all four): gpt3 0 (equal to 6 digits),
-# llama2 0.1 %, SD 0.9 %, gnn 6 % (the last micro-batch's loss, 128 vs 256 papers). A loss not
-# divided by GA is 100 % off. The poisoned first evaluations, same runs: gpt3 log-perplexity 1.27 ->
-# 9.99, llama2 eval loss 3.60 -> 7.11, gnn accuracy 0.196 -> 0.045, SD FID 705 -> 331,495: far
+# llama2 0.1 %, SD 0.3 % (0.9 % with its former 0.79 M UNet), gnn 6 % (the last micro-batch's
+# loss, 128 vs 256 papers). A loss not divided by GA is 100 % off. The poisoned first evaluations, same runs: gpt3 log-perplexity 1.27 ->
+# 9.99, llama2 eval loss 3.60 -> 7.11, gnn accuracy 0.196 -> 0.045, SD FID 830 -> 330,658: far
 # beyond the 10 % asserted.
 GA_RTOL = 0.25
 
@@ -69,8 +69,8 @@ CASES = {
     # there; clean: test_gnn_tiny's plain run (seed 11, GA 2), so the poisoned one runs at GA 1
     "gnn": Case((), ("micro_batch_size=256",), ("max_epochs=0.05",), "accuracy", seed=11, shared="gnn"),
     # GBS 32: MBS 32 / 16; the loss is read back at a UNet checkpoint, here the first one at 1,600
-    # images (50 steps; the shipped 3,200 only decides when, not what, is trained), scored there
-    # (eval_start_images) with 2 sampling steps instead of 10 (both runs alike), then the cap ends it
+    # images (50 steps, the shipped cadence), scored there (eval_start_images, shipped 9,600) with 2
+    # sampling steps instead of 4 (both runs alike), then the cap ends it
     "stable_diffusion": Case(
         (),
         ("micro_batch_size=16",),

@@ -41,7 +41,7 @@ CHEAP: dict[str, list[str]] = {
     "llama2_70b_lora": ["tiny_pretrain_steps=3"],
     # Nothing: a tiny prepare takes about 3 s.
     "gnn": [],
-    # The tiny VAE and the FID/CLIP classifier: 2 steps each instead of 250 and 300.
+    # The tiny VAE and the FID/CLIP classifier: 2 steps each instead of 150 and 300.
     "stable_diffusion": ["tiny_vae_steps=2", "tiny_classifier_steps=2"],
 }
 """Per benchmark, the `--set`s that make its tiny prepare quick without changing which code runs."""
