@@ -108,6 +108,8 @@ def test_auto_threads_share_the_cores_among_the_accelerators(monkeypatch):
         monkeypatch.setattr(systems.os, "cpu_count", lambda c=cores: c)
         got = spec.threads()
         assert got == want and isinstance(got, int), (cores, got)
+    one = systems.load("cpu-local").with_overrides(threads_per_process="auto")  # one process per node
+    assert one.accelerators_per_node == 1 and one.threads() == 1  # cpu_count() still None: 1 thread
 
 
 def test_an_override_keeps_every_other_field():
