@@ -104,6 +104,33 @@ def _users_lock():
     return held()
 
 
+def in_use(exclusive: bool = False):
+    """Held by every Slurm test while it runs (shared) and by the test that stops and restarts the
+    cluster (exclusive, with the users lock, so that no worker starts a cluster meanwhile): the
+    cluster is cycled between the other worker's Slurm tests, never under one, whatever order
+    xdist hands them out in (it once skipped whenever the other worker had used Slurm first)."""
+    import fcntl
+    from contextlib import contextmanager
+
+    @contextmanager
+    def held():
+        USERS.mkdir(parents=True, exist_ok=True)
+        with open(USERS / ".in-use", "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            if exclusive:
+                with _users_lock():
+                    yield
+            else:
+                yield
+
+    return held()
+
+
+def started_by_tests() -> bool:
+    """This pytest run's tests started the cluster (whichever worker): not a developer's own."""
+    return (USERS / STARTED_MARK).exists()
+
+
 def other_users() -> list[int]:
     """Other live pytest processes registered as using the cluster."""
     me, out = os.getpid(), []
@@ -122,10 +149,6 @@ def two_nodes() -> list[str]:
     if sorted(found)[:2] != ["n1", "n2"]:
         pytest.skip(f"the Slurm answering here is not the two-node test cluster (nodes: {found})")
     return found
-
-
-def started_here() -> bool:
-    return _STATE["started"]
 
 
 def stop() -> None:

@@ -41,6 +41,13 @@ def slurm():
     slurm_helpers.stop()
 
 
+@pytest.fixture(autouse=True)
+def _cluster_shared():
+    """test_slurm_2n stops and restarts the cluster between these tests, never under one."""
+    with slurm_helpers.in_use():
+        yield
+
+
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
     return prepared_data_dir(tmp_path_factory)

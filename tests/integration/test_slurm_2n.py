@@ -61,11 +61,24 @@ def _in_namespace(ns: str) -> list[int]:
     return [int(d.name) for d in Path("/proc").glob("[0-9]*") if slurm_helpers.uts_namespace(d.name) == ns]
 
 
+@pytest.fixture(autouse=True)
+def _cluster_shared(request):
+    """Every test here but the stop/start one uses the cluster as it is (slurm_helpers.in_use)."""
+    if request.node.name == "test_cluster_stops_and_starts_cleanly":
+        yield
+        return
+    with slurm_helpers.in_use():
+        yield
+
+
 def test_cluster_stops_and_starts_cleanly(two_nodes):
-    if not slurm_helpers.started_here():
-        pytest.skip("this Slurm was not started by this pytest worker: not stopping it")
-    if slurm_helpers.other_users():
-        pytest.skip("another pytest worker is using the cluster: not stopping it under its tests")
+    if not slurm_helpers.started_by_tests():
+        pytest.skip("this Slurm was not started by this pytest run's tests: not stopping it")
+    with slurm_helpers.in_use(exclusive=True):  # no other worker's Slurm test runs meanwhile
+        _stop_and_start()
+
+
+def _stop_and_start():
     run = slurm_helpers.STATE_DIR / "run"
     pids = {f.name: int(f.read_text()) for f in run.glob("*.pid")}
     namespaces = [f.read_text().strip() for f in sorted(run.glob("uts.*"))]
