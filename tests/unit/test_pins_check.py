@@ -435,10 +435,10 @@ def test_a_folder_whose_logs_name_an_unknown_ruleset_is_checked_under_the_inferr
 def test_the_failure_line_counts_the_failing_logs(tmp_path):
     import shutil
 
-    for name in ("closed_gnn.txt", "broken_gpt3_wrong_lr.txt"):
+    for name in ("closed_gnn.txt", "closed_gpt3.txt", "broken_gpt3_wrong_lr.txt"):
         shutil.copy(LOGS / name, tmp_path / name)
     line = check_path(tmp_path).failure_line()
-    assert line is not None and "1 of 2 logs failing" in line and "broken_gpt3_wrong_lr.txt" in line, line
+    assert line is not None and "1 of 3 logs failing" in line and "broken_gpt3_wrong_lr.txt" in line, line
 
 
 def test_a_reports_seconds_lie_within_the_call():

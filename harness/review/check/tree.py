@@ -28,7 +28,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import time
 
 from harness.core import rulesets as rules
 from harness.core.files import is_special
@@ -336,7 +335,6 @@ def check_tree(
     round_name: str | None = None,
     power_gaps: str = "warning",
 ) -> Report:
-    t0 = time.perf_counter()
     base = os.path.abspath(path if os.path.isdir(path) else os.path.dirname(path))
     rep = Report(path=path, ruleset=ruleset, kind="tree")
     jobs = []
@@ -368,7 +366,6 @@ def check_tree(
         rep.logs += logs
         rep.findings += fs
         rep.tools.append(tool)
-    rep.seconds = time.perf_counter() - t0
     return rep
 
 
