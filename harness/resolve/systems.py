@@ -295,15 +295,12 @@ def load(name_or_path: str) -> SystemSpec:
     """A shipped system by name, or a descriptor file by path."""
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml") or os.sep in name_or_path:
-        try:
-            found = p.exists()  # a FIFO or folder exists: load_file says what it is
+        try:  # exists() is True for a FIFO or folder too: load_file says what it is
+            found = p.exists()
+            link = " (a broken or looping symlink)" if not found and p.is_symlink() else ""
         except (OSError, ValueError):  # a name too long for the filesystem, a NUL byte
-            found = False
+            found, link = False, ""
         if not found:
-            try:
-                link = " (a broken or looping symlink)" if p.is_symlink() else ""
-            except (OSError, ValueError):  # is_symlink raises on a name too long (ENAMETOOLONG)
-                link = ""
             raise ConfigError(f"system file {name_or_path[:200]} does not exist{link}")
         return load_file(p)
     f = SYSTEMS_DIR / f"{name_or_path}.yaml"

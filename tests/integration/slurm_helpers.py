@@ -12,9 +12,11 @@ Skips, saying why, only where Slurm cannot be installed or started here.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
@@ -90,40 +92,29 @@ def _check_or_start() -> None:
             )
 
 
+@contextmanager
+def _flock(name: str, mode: int):
+    """flock(mode) on USERS/name, held for the with block (shared by every pytest worker)."""
+    USERS.mkdir(parents=True, exist_ok=True)
+    with open(USERS / name, "a") as f:
+        fcntl.flock(f, mode)
+        yield
+
+
 def _users_lock():
-    import fcntl
-    from contextlib import contextmanager
-
-    @contextmanager
-    def held():
-        USERS.mkdir(parents=True, exist_ok=True)
-        with open(USERS / ".lock", "w") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            yield
-
-    return held()
+    return _flock(".lock", fcntl.LOCK_EX)
 
 
+@contextmanager
 def in_use(exclusive: bool = False):
     """Held by every Slurm test while it runs (shared) and by the test that stops and restarts the
     cluster (exclusive, with the users lock, so that no worker starts a cluster meanwhile): the
     cluster is cycled between the other worker's Slurm tests, never under one, whatever order
     xdist hands them out in (it once skipped whenever the other worker had used Slurm first)."""
-    import fcntl
-    from contextlib import contextmanager
-
-    @contextmanager
-    def held():
-        USERS.mkdir(parents=True, exist_ok=True)
-        with open(USERS / ".in-use", "a") as f:
-            fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-            if exclusive:
-                with _users_lock():
-                    yield
-            else:
-                yield
-
-    return held()
+    with _flock(".in-use", fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH), ExitStack() as also:
+        if exclusive:
+            also.enter_context(_users_lock())
+        yield
 
 
 def started_by_tests() -> bool:
