@@ -13,7 +13,7 @@ with a margin for the noise of a short sweep; a tenth is the one-cycle-from-scra
 continuing from the benchmark's checkpoint, it is too low. Measured on tiny gpt3 (cpu-local, 2 cores,
 the earlier 150-step checkpoint):
 the minimum of three sweeps (seeds 0, 1, 2) sat at 2.19e-3, 1.55e-3, 2.76e-3; training with
-LR 2.19e-4 (a tenth) did not reach the target within the sample cap (log-ppl 1.198 > 1.18), 7.3e-4
+LR 2.19e-4 (a tenth) did not reach the then target within the sample cap (log-ppl 1.198 > 1.18), 7.3e-4
 reached it in 0.58 min, 1.1e-3 (half: the suggestion) in 0.28 min, 2.2e-3 in 0.22 min.
 Artifacts go to
 `<results-dir>/lr-find/<bench>/<system>/<stamp>/` (plan, raw sweep, lr_find.json, lr_find.png,

@@ -61,8 +61,8 @@ class Case:
 
 
 CASES = {
-    # GBS 16: MBS 16 (GA 1) / 8 (GA 2); an eval (and the loss) every 24 steps; clean: the quick start's seed 3
-    "gpt3": Case((), ("micro_batch_size=8",), ("max_steps=24",), "log_perplexity", seed=3, shared="gpt3"),
+    # GBS 16: MBS 16 (GA 1) / 8 (GA 2); an eval (and the loss) every 12 steps; clean: the quick start's seed 3
+    "gpt3": Case((), ("micro_batch_size=8",), ("max_steps=12",), "log_perplexity", seed=3, shared="gpt3"),
     # GBS 8: MBS 8 / 4; an eval every 12 steps, the first one kept (the rules skip 3)
     "llama2_70b_lora": Case((), ("micro_batch_size=4",), ("max_steps=12", "skip_evals=0"), "eval_loss"),
     # GBS 256: MBS 256 / 128 (the shipped GA 2); 46 steps an epoch, 0.05 epoch = 3 steps, an eval

@@ -26,7 +26,17 @@ import time
 from pathlib import Path
 
 import pytest
-from gpt3_helpers import DP2_SETS, DP2_STEPS, REPO, dp2_distopt_run, env, events, prepared_data_dir
+from gpt3_helpers import (
+    CHECKPOINT_STEPS,
+    DP2_SETS,
+    DP2_STEPS,
+    EVAL_STEPS,
+    REPO,
+    dp2_distopt_run,
+    env,
+    events,
+    prepared_data_dir,
+)
 from helpers import (
     assert_resumed_curve_matches,
     kill_after_first_checkpoint,
@@ -46,8 +56,8 @@ def data_dir(tmp_path_factory):
 pytestmark = pytest.mark.slow  # trains or starts rank processes: not in the -m 'not slow' loop
 
 RESUME_RTOL = 1e-5
-# DP2_SETS stop at DP2_STEPS (max_steps): checkpoint at 72, killed after the eval at 96, then the
-# evals at 96 and 120 are the resumed ones.
+# DP2_SETS stop at DP2_STEPS (max_steps): checkpoint at CHECKPOINT_STEPS (36), killed after the
+# eval at 48, then the evals at 48 and 60 are the resumed ones.
 RESUMED_STEPS = DP2_STEPS
 
 
@@ -75,11 +85,12 @@ def test_kill9_mid_training_then_resume(tmp_path, tmp_path_factory, data_dir):
     argv = mlperf_argv(*one_run_args("gpt3", results, data_dir, 3, *extra))
 
     def one_eval_past_the_checkpoint(run: Path) -> bool:
-        """One checkpoint (step 72) plus one more eval logged after it: redone work to discard."""
-        if not (run / "checkpoints" / "step_00000072").exists():
+        """One checkpoint (step 36) plus one more eval logged after it: redone work to discard."""
+        if not (run / "checkpoints" / f"step_{CHECKPOINT_STEPS:08d}").exists():
             return False
         done = read_events(run / "mlperf.log")  # tolerant of a half-written last line
-        return any(e["key"] == "eval_accuracy" and e["metadata"]["epoch_num"] == 96 * 16 * 64 for e in done)
+        redo = (CHECKPOINT_STEPS + EVAL_STEPS) * 16 * 64
+        return any(e["key"] == "eval_accuracy" and e["metadata"]["epoch_num"] == redo for e in done)
 
     # The whole tree: torch elastic starts each rank in a session of its own, so killing
     # torchrun's process group would leave the ranks training.
@@ -94,7 +105,7 @@ def test_kill9_mid_training_then_resume(tmp_path, tmp_path_factory, data_dir):
     assert org_results == []  # an interrupted run is never claimed: it never looks complete
     pre = [e for e in events(log) if e["key"] == "eval_accuracy"]
     # Each rank wrote its shards of the model and optimizer into the step folder, in the manifest.
-    ckpt = run / "checkpoints" / "step_00000072"
+    ckpt = run / "checkpoints" / f"step_{CHECKPOINT_STEPS:08d}"
     files = json.loads((ckpt / "manifest.json").read_text())["files"]
     shards = [f for f in files if f.startswith("sharded/") and f.endswith(".distcp")]
     assert {f.split("__")[1].split("_")[0] for f in shards} == {"0", "1"}, sorted(files)
@@ -107,7 +118,7 @@ def test_kill9_mid_training_then_resume(tmp_path, tmp_path_factory, data_dir):
     assert keys.count("run_start") == keys.count("run_stop") == keys.count("harness_resumed") == 1
     resumed = ev[keys.index("harness_resumed")]
     step = resumed["value"]
-    assert step >= 72 and step % 24 == 0
+    assert step >= CHECKPOINT_STEPS and step % EVAL_STEPS == 0
     acc = [e for e in ev if e["key"] == "eval_accuracy"]
     assert acc[-1]["metadata"]["epoch_num"] == RESUMED_STEPS * 16 * 64
     points = [e["metadata"]["epoch_num"] for e in acc]

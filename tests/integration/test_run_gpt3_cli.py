@@ -38,7 +38,7 @@ def test_three_tiny_runs_reach_target_score_and_pass_check(mlperf, tmp_path_fact
 
 def test_target_not_reached_exits_3_with_aborted_log(mlperf, tmp_path, tmp_path_factory):
     res = tmp_path / "results"
-    # 400 sequences = 25 steps: one evaluation (every 384), far too few to reach the target.
+    # 400 sequences = 25 steps: two evaluations (every 192), far too few to reach the target.
     r = mlperf(
         "run",
         "gpt3",

@@ -30,11 +30,14 @@ from helpers import mlperf_argv
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 MARK = "# slurm-ci"
-# The run stops at step 120 (`max_steps`: gpt3_helpers.SHORT_OF_TARGET): checkpoint at 72,
-# n2 killed right after it, so the resumed job trains 48 steps and logs the evals at 96 and 120.
+# The run stops at step 60 (`max_steps`: gpt3_helpers.SHORT_OF_TARGET) with a checkpoint every
+# CKPT_STEPS (24, not the tiny config's 36: n2 is killed after the first one, and the 36 steps
+# left before the stop leave room for the ~0.5 s this test takes to find n2's processes on 4
+# ranks sharing 2 cores), so the resumed job trains 36 steps and logs the evals at 36, 48 and 60.
 # Going on to the target on 4 ranks sharing 2 cores would prove nothing about the nodes: a resume
 # that reaches the target, with the official checker on the resumed log, is test_gnn_tiny's.
 RESUMED_STEPS = SHORT_OF_TARGET
+CKPT_STEPS = 24
 
 
 @pytest.fixture(scope="session")
@@ -126,6 +129,7 @@ def _start(results: Path, data_dir: Path) -> subprocess.Popen:
     argv = mlperf_argv(
         "run", "gpt3", "--system", "cpu-slurm-2n", "--nproc-per-node", "2",
         "--set", "tensor_model_parallel_size=2", "--set", f"max_steps={RESUMED_STEPS}",
+        "--set", f"checkpoint_interval_steps={CKPT_STEPS}",
         "--runs", "1", "--seed", "6",
         "--results-dir", str(results), "--data-dir", str(data_dir), "--json",
     )  # fmt: skip
@@ -146,7 +150,7 @@ def test_tp_inside_dp_across_a_node_dies_then_resume(two_nodes, tmp_path, data_d
         while time.monotonic() < deadline and cli.poll() is None:
             dirs = list(runs.glob("*")) if runs.exists() else []
             run_dir = dirs[0] if dirs else None
-            if run_dir and (run_dir / "checkpoints" / "step_00000072").exists():
+            if run_dir and (run_dir / "checkpoints" / f"step_{CKPT_STEPS:08d}").exists():
                 break  # the first checkpoint: what --resume continues from
             time.sleep(0.1)
         assert cli.poll() is None, cli.communicate()
@@ -198,9 +202,9 @@ def test_tp_inside_dp_across_a_node_dies_then_resume(two_nodes, tmp_path, data_d
     ev = events(run_dir / "mlperf.log")
     keys = [e["key"] for e in ev]
     assert keys.count("run_start") == keys.count("run_stop") == keys.count("harness_resumed") == 1
-    assert ev[keys.index("harness_resumed")]["value"] == 72
+    assert ev[keys.index("harness_resumed")]["value"] == CKPT_STEPS
     after = [e for e in ev[keys.index("harness_resumed") :] if e["key"] == "eval_accuracy"]
-    assert [e["metadata"]["epoch_num"] // (16 * 64) for e in after] == [96, 120]
+    assert [e["metadata"]["epoch_num"] // (16 * 64) for e in after] == [36, 48, 60]
     points = [e["metadata"]["epoch_num"] for e in ev if e["key"] == "eval_accuracy"]
     assert points == sorted(set(points))  # none logged twice
     assert ev[-1]["key"] == "run_stop" and ev[-1]["metadata"]["status"] == "aborted"
