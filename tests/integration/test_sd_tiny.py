@@ -1,4 +1,4 @@
-"""Tiny Stable Diffusion end to end. One uninterrupted `mlperf run sd` (seed 1, shared by every
+"""Tiny Stable Diffusion end to end. One uninterrupted `mlperf run sd` (seed 2, shared by every
 xdist worker) reaches the tiny FID/CLIP targets; run_stop is back-dated to the first passing
 checkpoint and the log passes the official compliance checker with the tiny rules. The same
 command killed (kill -9, whole tree) right after its first checkpoint and resumed with
@@ -33,7 +33,11 @@ from reference_impls.stable_diffusion import model, prepare, train
 
 pytestmark = pytest.mark.slow  # trains or starts rank processes: not in the -m 'not slow' loop
 
-SEED = 1
+# Seed 2 first passes at 11,200 images (350 steps), seed 1 at 17,600 (550): reference_impls/
+# stable_diffusion/README.md, "Calibration". Its margin there is 0.01 CLIP (at 12,800: 0.05), so a
+# machine that scores a little lower passes one checkpoint later. At 9,600 it is far from passing
+# (CLIP 0.23), so the uninterrupted run goes on past RESUMED_CAP, as the resume test needs.
+SEED = 2
 # The resumed run stops at the tiny config's first scored checkpoint (eval_start_images 9,600): the
 # kill comes at the first checkpoint (1,600 images), so one scoring follows the resume point.
 RESUMED_CAP = 9600
@@ -52,7 +56,7 @@ def plan(tmp_path_factory):
 
 
 def _uninterrupted(tmp_path_factory, data_dir) -> Path:
-    """The run folder of `mlperf run sd --seed 1` to the target, made once per pytest run."""
+    """The run folder of `mlperf run sd --seed SEED` to the target, made once per pytest run."""
     return Path(
         uninterrupted_run(tmp_path_factory, "sd-uninterrupted", "sd", data_dir, SEED)["runs"][0]["run_dir"]
     )
