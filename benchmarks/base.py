@@ -117,7 +117,7 @@ class BenchmarkConfig(Strict):
     """FP8 matmuls (GPU only; each benchmark's SWITCHES says how, or that it has none)."""
     cuda_graphs: bool = False
     """Capture the step in CUDA graphs (GPU only; each benchmark's SWITCHES says how, or that it has none)."""
-    seed_offset: int = 0
+    seed_offset: int = Field(0, ge=0)
     """Added to the run seed for data order (kept 0 except for debugging)."""
 
     # Every optimisation switch of the benchmark (fp8 and cuda_graphs included) and where its

@@ -38,54 +38,54 @@ class Gpt3Config(BenchmarkConfig):
     """Embedding/output rows are padded to a multiple of this x TP, as Megatron-LM's flag of the
     same name does (megatron-core itself needs the vocabulary divisible by TP): 50257 -> 50688 at
     TP 4. The tiny size sets 1: its 256 tokens divide every TP, so one checkpoint fits all."""
-    init_method_std: float = 0.006
+    init_method_std: float = Field(0.006, gt=0.0)
     """Std of the normal weight init (megatron init_method_std; matters only where no checkpoint loads)."""
-    dropout: float = 0.0
+    dropout: float = Field(0.0, ge=0.0, lt=1.0)
     """Hidden and attention dropout (the reference trains without dropout)."""
 
     # ---- optimizer and schedule (log keys) ---------------------------------------------------
     opt_name: Literal["adam"] = "adam"
     """Logged `opt_name`; megatron's Adam with decoupled weight decay is the only optimizer built."""
-    opt_base_learning_rate: float = 2.0e-5
+    opt_base_learning_rate: float = Field(2.0e-5, ge=0.0)
     """Peak LR. Closed: 2e-5 (GBS <= 3072) or 3e-5 (GBS >= 4096)."""
-    opt_end_learning_rate: float | None = None
+    opt_end_learning_rate: float | None = Field(None, ge=0.0)
     """Floor of the cosine decay; default 10 % of the base LR."""
-    opt_learning_rate_warmup_steps: int | None = None
+    opt_learning_rate_warmup_steps: int | None = Field(None, ge=0)
     """Linear warmup steps from 0 to the peak LR; default ceil(reference_warmup_steps x reference_global_batch_size / GBS)."""
-    opt_learning_rate_decay_steps: int | None = None
+    opt_learning_rate_decay_steps: int | None = Field(None, ge=1)
     """Steps of the cosine decay to the end LR (counted from step 0); default ceil(reference_decay_steps x reference_global_batch_size / GBS)."""
     opt_learning_rate_decay_schedule: Literal["cosine with linear warmup"] = "cosine with linear warmup"
     """Logged schedule name; the only schedule built (megatron's OptimizerParamScheduler, cosine)."""
-    opt_adam_beta_1: float = 0.9
+    opt_adam_beta_1: float = Field(0.9, ge=0.0, lt=1.0)
     """Adam beta 1 (fixed)."""
-    opt_adam_beta_2: float = 0.95
+    opt_adam_beta_2: float = Field(0.95, ge=0.0, lt=1.0)
     """Adam beta 2 (fixed)."""
-    opt_adam_epsilon: float = 1.0e-8
+    opt_adam_epsilon: float = Field(1.0e-8, gt=0.0)
     """Adam epsilon (fixed)."""
-    opt_weight_decay: float = 0.1
+    opt_weight_decay: float = Field(0.1, ge=0.0)
     """Decoupled weight decay, constant over the run (fixed)."""
-    opt_gradient_clip_norm: float = 1.0
+    opt_gradient_clip_norm: float = Field(1.0, ge=0.0)
     """Global gradient-norm clip (fixed)."""
-    init_checkpoint_step: int | None = None
+    init_checkpoint_step: int | None = Field(None, ge=0)
     """Step of the starting checkpoint at this GBS; default ceil(reference_checkpoint_step x ref GBS / GBS)."""
 
     # ---- rule constants (the reference's numbers at its GBS) ---------------------------------
-    reference_global_batch_size: int = 1536
+    reference_global_batch_size: int = Field(1536, ge=1)
     """The GBS the reference's step counts below are given at (tiny: the tiny checkpoint's GBS)."""
-    reference_warmup_steps: int = 265
+    reference_warmup_steps: int = Field(265, ge=0)
     """Warmup steps at the reference GBS; scaled to this GBS for opt_learning_rate_warmup_steps."""
-    reference_decay_steps: int = 108600
+    reference_decay_steps: int = Field(108600, ge=1)
     """Decay steps at the reference GBS; scaled to this GBS for opt_learning_rate_decay_steps."""
-    reference_checkpoint_step: int = 4000
+    reference_checkpoint_step: int = Field(4000, ge=0)
     """The checkpoint is at 4000 steps x 1536 = 6,144,000 sequences."""
 
     # ---- data, evaluation, stopping ---------------------------------------------------------
-    eval_interval_samples: int = 24576
+    eval_interval_samples: int = Field(24576, ge=1)
     """Evaluate every ceil(eval_interval_samples / GBS) steps."""
-    eval_samples: int = 11590004
+    eval_samples: int = Field(11590004, ge=1)
     """Logged `eval_samples` (full: the reference's count; the validation set is the whole C4
     validation subset). Tiny: the validation sequences that `prepare` writes."""
-    train_samples_cap: int = 20_000_000
+    train_samples_cap: int = Field(20_000_000, ge=1)
     """Stop (aborted) after this many training sequences without reaching the target. It also sizes
     the shuffled training draw (megatron's GPTDataset samples this many sequences), so a different
     cap is a different data order: to stop a run early on the same data, use max_steps."""

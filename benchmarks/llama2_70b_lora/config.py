@@ -41,9 +41,9 @@ class Llama2LoraConfig(BenchmarkConfig):
     """Llama 2 SentencePiece vocabulary."""
     max_sequence_length: int = Field(8192, ge=8)
     """Tokens per sequence (inputs padded/truncated to it; fixed at 8192 in the closed division)."""
-    rope_theta: float = 10000.0
+    rope_theta: float = Field(10000.0, gt=0.0)
     """RoPE base."""
-    rms_norm_eps: float = 1.0e-5
+    rms_norm_eps: float = Field(1.0e-5, gt=0.0)
     """RMSNorm epsilon."""
 
     # ---- LoRA (fixed by the closed rules) ------------------------------------------------------
@@ -65,15 +65,15 @@ class Llama2LoraConfig(BenchmarkConfig):
     """Length of the cosine schedule in steps (LR reaches 0 there); also the step cap."""
     max_steps: int | None = Field(None, ge=1)
     """Stop (aborted) after this many steps without reaching the target; default the schedule length."""
-    opt_gradient_clip_norm: float = 0.3
+    opt_gradient_clip_norm: float = Field(0.3, ge=0.0)
     """Global gradient-norm clip (fixed)."""
-    opt_adamw_weight_decay: float = 1.0e-4
+    opt_adamw_weight_decay: float = Field(1.0e-4, ge=0.0)
     """AdamW decoupled weight decay (fixed)."""
-    opt_adamw_beta_1: float = 0.9
+    opt_adamw_beta_1: float = Field(0.9, ge=0.0, lt=1.0)
     """AdamW beta 1 (fixed)."""
-    opt_adamw_beta_2: float = 0.999
+    opt_adamw_beta_2: float = Field(0.999, ge=0.0, lt=1.0)
     """AdamW beta 2 (fixed)."""
-    opt_adamw_epsilon: float = 1.0e-8
+    opt_adamw_epsilon: float = Field(1.0e-8, gt=0.0)
     """AdamW epsilon (fixed)."""
 
     # ---- data, evaluation ---------------------------------------------------------------------

@@ -37,7 +37,7 @@ class StableDiffusionConfig(BenchmarkConfig):
     """VAE latent channels (the UNet's in/out channels)."""
     latent_size: int = Field(64, ge=2)
     """Latent height = width (512 px images / VAE factor 8 = 64)."""
-    vae_scale_factor: float | None = 0.18215
+    vae_scale_factor: float | None = Field(0.18215, gt=0.0)
     """Latents are (sample - vae_shift_factor) x vae_scale_factor. None: read from the tiny VAE's config."""
     vae_shift_factor: float | None = 0.0
     """Subtracted before scaling (SD v2: 0). None: read from the tiny VAE's config."""
@@ -49,11 +49,11 @@ class StableDiffusionConfig(BenchmarkConfig):
     """Tokens per caption, padded/truncated."""
 
     # ---- diffusion ----------------------------------------------------------------------------
-    num_train_timesteps: int = 1000
+    num_train_timesteps: int = Field(1000, ge=2)
     """DDPM training timesteps (t drawn uniformly from 0..999)."""
-    beta_start: float = 0.00085
+    beta_start: float = Field(0.00085, gt=0.0, lt=1.0)
     """First beta of the scaled-linear schedule."""
-    beta_end: float = 0.012
+    beta_end: float = Field(0.012, gt=0.0, lt=1.0)
     """Last beta: scaled-linear betas 0.00085 -> 0.012 over 1000 DDPM steps."""
     prediction_type: Literal["v_prediction"] = "v_prediction"
     """The UNet predicts v = sqrt(a) eps - sqrt(1 - a) x0 (Salimans & Ho 2022), as SD v2."""
@@ -63,23 +63,23 @@ class StableDiffusionConfig(BenchmarkConfig):
     """Logged `opt_name`; AdamW (or ZeRO-sharded AdamW) is the only optimizer built."""
     base_lr_per_image: float = Field(1.25e-7, gt=0)
     """NVIDIA's BASE_LR: the LR is this times GBS (reference 1.25e-7; NVIDIA records 1e-7, 1.2e-7, 8e-8)."""
-    opt_base_learning_rate: float | None = None
+    opt_base_learning_rate: float | None = Field(None, ge=0.0)
     """Peak LR after warmup; default base_lr_per_image x global_batch_size."""
     opt_learning_rate_warmup_steps: int = Field(1000, ge=0)
     """Linear warmup from 0 to the peak LR, then constant."""
-    opt_adamw_beta_1: float = 0.9
+    opt_adamw_beta_1: float = Field(0.9, ge=0.0, lt=1.0)
     """Fixed by the closed rules."""
-    opt_adamw_beta_2: float = 0.999
+    opt_adamw_beta_2: float = Field(0.999, ge=0.0, lt=1.0)
     """Fixed by the closed rules."""
-    opt_adamw_epsilon: float = 1.0e-8
+    opt_adamw_epsilon: float = Field(1.0e-8, gt=0.0)
     """Fixed by the closed rules."""
-    opt_adamw_weight_decay: float = 0.01
+    opt_adamw_weight_decay: float = Field(0.01, ge=0.0)
     """Fixed by the closed rules (decoupled weight decay)."""
 
     # ---- data, checkpoints, evaluation --------------------------------------------------------
-    train_samples: int = 6513144
+    train_samples: int = Field(6513144, ge=1)
     """Training images (logged `train_samples`): the LAION-400M CC-BY subset as VAE moments."""
-    eval_samples: int = 30000
+    eval_samples: int = Field(30000, ge=1)
     """COCO-2014 validation captions scored per checkpoint (logged `eval_samples`)."""
     train_shards: str = "laion-400m/webdataset-moments-filtered"
     """Folder under the data dir with webdataset tars of `<key>.npy` moments + `<key>.txt` captions."""
@@ -113,9 +113,9 @@ class StableDiffusionConfig(BenchmarkConfig):
     """DDIM steps per generated image (reference 50, eta 0)."""
     sampling_timestep_spacing: Literal["leading", "trailing"] = "leading"
     """DDIM timesteps: 'leading' = the reference's uniform 1, 21, ..., 981; 'trailing' starts at 999 (few steps)."""
-    guidance_scale: float = 8.0
+    guidance_scale: float = Field(8.0, ge=0.0)
     """Classifier-free guidance scale at evaluation (reference 8.0; 1.0 = no guidance)."""
-    eval_seed: int = 2023
+    eval_seed: int = Field(2023, ge=0)
     """Seed of the evaluation noise (the same images for every checkpoint)."""
 
     # ---- tiny size: what `prepare` builds ----------------------------------------------------
