@@ -154,12 +154,11 @@ def test_gpt3_three_power_runs_train_on_pass_check_and_score_the_summarizers_ene
     tmp_path, tmp_path_factory, bmc, mlperf
 ):
     """The issue's command, `mlperf run gpt3 --system cpu-local-power --runs 3`, on this test's
-    BMC port at 10 Hz (the shipped cpu-local-power samples at 5 Hz: there each run trains on to
-    ~12 s after run_start for its 60 readings, at 10 Hz to ~6 s, about the run's own length; the
-    test took ~18 CPU-s and ~20 s less on a quiet box, 2026-12-06):
-    each run reaches its target, logs run_stop, and trains on (same blocks and evals) until 60
-    readings exist where it had fewer (the toy's runs below always do: they are ~1 s, e.g.
-    test_a_whole_run_reads_a_redfish_source); the tree passes `mlperf check` with the power
+    BMC port (5 Hz as shipped; 10 Hz saved ~18 CPU-s but its 90 ms answer bound missed the first
+    reading on a loaded machine, which refuses the run: seen 2026-12-06 in a fresh clone with a
+    stray CPU hog beside the suite): each ~6 s run reaches its target, logs run_stop, and trains on
+    (same blocks and evals) until 60 readings exist where it had fewer (the toy's runs below
+    always do: they are ~1 s); the tree passes `mlperf check` with the power
     lint, and `mlperf results score` gives the energy of the official summarizer's own functions
     (result_summarizer._compute_total_power, olympic over the 3 runs) on the same tree."""
     from gpt3_helpers import prepared_data_dir
@@ -167,7 +166,7 @@ def test_gpt3_three_power_runs_train_on_pass_check_and_score_the_summarizers_ene
 
     _set_watts(bmc, 1000)
     res = tmp_path / "results"
-    system = _system(tmp_path, bmc, interval_s=0.1)
+    system = _system(tmp_path, bmc, interval_s=0.2)
     r = mlperf("run", "gpt3", "--system", str(system), "--runs", "3", "--seed", "3", "--results-dir", str(res),
                "--data-dir", str(prepared_data_dir(tmp_path_factory)), "--json", env=bmc["creds"])  # fmt: skip
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
@@ -186,9 +185,8 @@ def test_gpt3_three_power_runs_train_on_pass_check_and_score_the_summarizers_ene
         node = read_events(folder / "power" / f"result_{k}" / "node_0.txt")
         readings = [e["time_ms"] for e in node if e["key"] == "power_reading"]
         # Trains on after run_stop exactly when the run alone was too short for 60 readings: how
-        # fast this machine ran it decides which (at 10 Hz, 2026-12-06: 3-6 s to run_stop and 5-43
-        # readings by then on a box shared with other jobs, 49-59 with two CPU burners beside it; a
-        # busier one can pass 60). The reading between run_stop and the loop's check is the margin.
+        # fast this machine ran it decides which (a quiet box: ~9 s, 45 readings; a busy one can
+        # pass 60). The reading that lands between run_stop and the loop's check is the margin.
         by_stop = sum(start <= t <= stop for t in readings)
         trained_on = "eval_accuracy" in keys[keys.index("run_stop") :]
         if by_stop < 59:

@@ -113,8 +113,7 @@ def test_power_mode_samples_inside_the_job_and_a_wrong_password_is_one_line(
     `srun --overlap` step (harness/run/power/job.py), trains once every node has read, stops
     them (stop file, then by pid) and the run's power folder holds >= 60 readings of the node
     from inside the job; with a wrong password the job trains nothing and the run's line says why."""
-    # 10 Hz, not the shipped 5: the run trains on until 60 readings exist (12 s at 5 Hz, 6 at 10)
-    system = power_system(tmp_path, bmc, base="cpu-slurm", interval_s=0.1)
+    system = power_system(tmp_path, bmc, base="cpu-slurm", interval_s=0.2)
     argv = ("run", "gpt3", "--system", str(system), "--nproc-per-node", "1", "--runs", "1", "--seed", "1",
             "--results-dir", str(tmp_path / "results"), "--data-dir", str(data_dir), "--json")  # fmt: skip
     r = mlperf(*argv, timeout=600, env=bmc["creds"])
