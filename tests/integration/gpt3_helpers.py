@@ -73,10 +73,21 @@ def record_layout_run(tmp_path_factory, data_dir: Path) -> dict:
     )
 
 
-# The tiny config's cadence (benchmarks/gpt3/configs/tiny.yaml): an eval every EVAL_STEPS steps
-# (eval_interval_samples 192 / GBS 16) and a resumable checkpoint every CHECKPOINT_STEPS.
-EVAL_STEPS = 12
-CHECKPOINT_STEPS = 36
+def _tiny_config():
+    import yaml
+
+    import benchmarks
+
+    bench = benchmarks.get("gpt3")
+    return bench.typed(yaml.safe_load((bench.configs_dir / "tiny.yaml").read_text())["config"])
+
+
+# The tiny config's cadence, read from benchmarks/gpt3/configs/tiny.yaml: an eval every
+# EVAL_STEPS steps (12: eval_interval_samples 192 / GBS 16) and a resumable checkpoint every
+# CHECKPOINT_STEPS (36).
+_TINY = _tiny_config()
+EVAL_STEPS = _TINY.eval_interval_steps
+CHECKPOINT_STEPS = _TINY.checkpoint_interval_steps
 
 # The last eval before the tiny target for every calibrated seed (seeds 1-8 reach 1.194 at 72-96
 # steps; seed 3, the tests' usual one, is 1.1951 at 60 and 1.1933 at 72: reference_impls/gpt3/README.md):

@@ -69,12 +69,12 @@ def bf16_run(results: Path, data_dir: Path, *extra: str, short: bool = False) ->
     rank_out = Path(run["run_dir"]) / "stdout.log"
     why = [x for x in rank_out.read_text().splitlines() if "Error" in x][-1:] if rank_out.exists() else []
     assert r.returncode == (3 if short else 0), (run["status"], why, r.stderr[-2000:])
-    assert json.loads((Path(run["run_dir"]) / "plan.json").read_text())["config"]["precision"] == "bf16"
+    plan = json.loads((Path(run["run_dir"]) / "plan.json").read_text())
+    assert plan["config"]["precision"] == "bf16"
     if short:
         assert run["status"] == "aborted" and len(eval_curve(run["log"])) == SHORT_STEPS // EVAL_STEPS
         return run
-    target = json.loads((Path(run["run_dir"]) / "plan.json").read_text())["target"]["log_perplexity"]
-    assert run["status"] == "success" and run["quality"]["log_perplexity"] <= target
+    assert run["status"] == "success" and run["quality"]["log_perplexity"] <= plan["target"]["log_perplexity"]
     c = subprocess.run(mlperf_argv("check", run["log"]), cwd=REPO, env=env(), capture_output=True, text=True)
     assert c.returncode == 0, c.stdout + c.stderr
     return run
