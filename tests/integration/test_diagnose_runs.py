@@ -51,7 +51,7 @@ def test_healthy_then_symptoms_on_real_runs(tmp_path):
 
     sick = _run(
         tmp_path / "sick",
-        TOY_STEPS=40,
+        TOY_STEPS=60,  # 10 periodic stalls: a loaded host's own stalls leave the period found
         TOY_STEP_S=0.03,
         TOY_STALL_EVERY=6,
         TOY_STALL_S=0.3,

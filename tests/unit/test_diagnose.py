@@ -26,6 +26,7 @@ def _make_run(
     wait_s=0.002,
     stall_every=0,
     stall_s=0.0,
+    extra_stalls=(),
     evals=None,
     losses=None,
     output="",
@@ -44,7 +45,7 @@ def _make_run(
         if s % 17 == 0:
             t *= 2.2  # and the odd slow step
         w = wait_s * rng.uniform(0.5, 1.5)
-        if stall_every and s % stall_every == 0:
+        if (stall_every and s % stall_every == 0) or s in extra_stalls:
             t += stall_s
         loss = losses[s - 1] if losses else 5.0 / (1 + 0.05 * s)
         rows.append(
@@ -95,6 +96,15 @@ def test_periodic_stalls_mean_network_congestion(tmp_path):
     assert f.id == "unstable_speed" and "NCCL" in " ".join(f.remedy)
     assert f.evidence["stall_every_steps"] == 8 and f.evidence["stalls"] >= 9
     assert f.evidence["time_lost_share"] > 0.3
+
+
+def test_the_period_survives_stalls_of_another_cause(tmp_path):
+    """A busy host adds stalls off the period (the diagnose integration test's toy, 40 steps beside
+    two CPU hogs, reported no period): each breaks two gaps, not the lattice of every 8th step.
+    Fails with the period taken from regular gaps alone."""
+    rd = _make_run(tmp_path, stall_every=8, stall_s=0.4, extra_stalls=(13, 29, 51))
+    (f,) = diagnose(rd).findings
+    assert f.evidence["stall_every_steps"] == 8 and f.evidence["stalls"] >= 12
 
 
 def test_high_data_wait_means_data_loading(tmp_path):

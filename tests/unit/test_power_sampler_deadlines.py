@@ -1,5 +1,6 @@
 """The power sampler reads on absolute deadlines (harness/run/power/sampler.py `sample`), proven on
-a simulated clock: the reading latency and the machine's load decide nothing here. The integration
+a simulated clock: the reading latency and the machine's load decide nothing here; and its first
+reading (`probe`) is tried again while it times out, never when it is refused. The integration
 test (tests/integration/test_power_capture.py) reads a real ipmitool against the loopback BMC and
 asserts only what holds on a busy machine too."""
 
@@ -64,3 +65,32 @@ def test_a_read_longer_than_a_slot_skips_the_missed_slots_and_never_bursts(monke
     apart), not in a burst of make-up reads."""
     slots = _sample(monkeypatch, 0.25, reads=10)
     assert slots[:10] == [float(3 * k) for k in range(10)]
+
+
+class Flaky:
+    """A source whose first `timeouts` reads time out, then answers; or refuses every read."""
+
+    def __init__(self, timeouts: int = 0, refuse: bool = False):
+        self.timeouts, self.refuse, self.reads = timeouts, refuse, 0
+
+    def read(self) -> float:
+        self.reads += 1
+        if self.refuse:
+            raise sampler.ReadError("Unable to establish IPMI v2 / RMCP+ session")
+        if self.reads <= self.timeouts:
+            raise sampler.ReadTimeout("no answer within 0.15 s")
+        return 1000.0
+
+
+def test_the_first_reading_is_tried_again_only_while_it_times_out():
+    """A loaded host missed the 0.15 s bound on the first reading once, and the run was refused
+    (fails if probe reads once); a refusal is final at once (fails if every error is retried)."""
+    late = Flaky(timeouts=sampler.PROBE_TRIES - 1)
+    sampler.probe(late)
+    assert late.reads == sampler.PROBE_TRIES
+    with pytest.raises(sampler.ReadTimeout):
+        sampler.probe(Flaky(timeouts=sampler.PROBE_TRIES))
+    refused = Flaky(refuse=True)
+    with pytest.raises(sampler.ReadError, match="RMCP"):
+        sampler.probe(refused)
+    assert refused.reads == 1

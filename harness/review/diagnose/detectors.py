@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 import benchmarks
@@ -114,12 +115,22 @@ def unstable_speed(run: RunData) -> Finding | None:
 
 
 def _period(steps: list[int]) -> int | None:
+    """The stalls' period in steps. First the longest exact period p for which one residue class
+    (steps = r mod p) holds >= 70 % of the stalls, at least three, and >= 70 % of that class's
+    steps in the stalls' span (random stalls fill no lattice): a periodic cause (a checkpoint, a
+    collective every N steps) plus a few stalls of another cause (a busy host) breaks the gaps
+    around each extra stall, not the lattice. Else the median gap, when the gaps are regular
+    (a period in time rather than in steps)."""
     if len(steps) < 3:
         return None
+    first, last = steps[0], steps[-1]
+    for p in range((last - first) // 2, 1, -1):
+        r, hits = Counter(s % p for s in steps).most_common(1)[0]
+        lattice = len(range(first + (r - first) % p, last + 1, p))
+        if hits >= max(3, 0.7 * len(steps)) and hits >= 0.7 * lattice:
+            return p
     gaps = [b - a for a, b in zip(steps, steps[1:])]
     g = statistics.median(gaps)
-    if g <= 0:
-        return None
     regular = sum(1 for x in gaps if abs(x - g) <= max(1, 0.2 * g)) / len(gaps)
     return int(round(g)) if regular >= 0.7 and g >= 2 else None
 
