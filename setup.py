@@ -33,7 +33,7 @@ CORE = [
 CPU_TORCH = ["torch==2.13.0"]
 # Training libraries, torch left to the environment.
 TRAIN = [
-    # Tested with 0.19.2 on CPU through reference_impls/gpt3/cpu_compat.py (0.19.0 not run); a
+    # Tested with 0.19.2 on CPU through reference_impls/megatron_gpt/cpu_compat.py (0.19.0 not run); a
     # later minor release may move the torch.cuda call sites that the compatibility layer patches
     # (tests/unit/test_gpt3_cpu_compat.py fails loudly when one does). 0.17+ need Python >= 3.12.
     "megatron-core>=0.19.2,<0.20",

@@ -3,7 +3,7 @@
     python bench/bench_gpt3_overhead.py [--steps 50] [--rounds 6] [--data-dir DIR]
 
 Same process, same tiny model (benchmarks/gpt3/configs/tiny.yaml), same optimizer and data:
-  harness  reference_impls.gpt3.train: train_microbatches (GPTDataset) + Stepper.train_step +
+  harness  reference_impls.megatron_gpt.train: train_microbatches (GPTDataset) + Stepper.train_step +
            the per-step timings row + stop-flag check + block_start/stop MLPerf log lines
   bare     megatron-core as its own examples train: a DataLoader over the same GPTDataset,
            zero_grad_buffer / forward_backward_func / optimizer.step / scheduler.step
@@ -52,8 +52,8 @@ def main() -> int:
 
     from benchmarks.gpt3 import DATA as manifest
     from harness.run.execute import make_plans
-    from reference_impls.gpt3 import data, datafiles, prepare, train
-    from reference_impls.gpt3 import model as gmodel
+    from reference_impls.megatron_gpt import data, datafiles, prepare, train
+    from reference_impls.megatron_gpt import model as gmodel
 
     torch.set_num_threads(args.threads)
     tmp = Path(tempfile.mkdtemp(prefix="bench-gpt3-"))

@@ -10,7 +10,7 @@
 Goal (issue 26): a rank's megatron import within 20 % of the release before. Each case starts a
 fresh interpreter; the cases run interleaved, so a busy hour slows both alike. Prints the median and
 best of `import torch` alone and of the whole rank import (cpu_compat.enable() + every megatron
-module the gpt3 rank imports, as in reference_impls/gpt3/{train,model,data,dist_ckpt}.py), and the
+module the gpt3 rank imports, as in reference_impls/megatron_gpt/{train,model,data,dist_ckpt}.py), and the
 ratio of the megatron part (whole - torch) to the baseline's.
 """
 
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TORCH = "import time; t = time.perf_counter(); import torch; print(time.perf_counter() - t)"
 # The megatron modules a gpt3 rank imports (train.py, model.py, data.py, dist_ckpt.py).
 RANK = """import time; t = time.perf_counter()
-from reference_impls.gpt3 import cpu_compat; cpu_compat.enable()
+from reference_impls.megatron_gpt import cpu_compat; cpu_compat.enable()
 from megatron.core import parallel_state, dist_checkpointing
 from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
 from megatron.core.models.gpt.gpt_model import GPTModel

@@ -2,7 +2,7 @@
 
 GPT-3 (hidden 12288, 96 heads, FFN 49152, sequence 2048, micro-batch 1, TP=1), forward + backward:
 - megatron-core `TransformerBlock` of one layer built by the benchmark's own code
-  (reference_impls/gpt3/model.py: `transformer_config` and `layer_spec`): the Transformer Engine spec
+  (reference_impls/megatron_gpt/model.py: `transformer_config` and `layer_spec`): the Transformer Engine spec
   when TE imports (and then FP8 through TE: hybrid e4m3/e5m2, delayed scaling, amax history 1024, as
   the fp8 switch sets it), else megatron's local spec;
 - the same shapes in plain PyTorch (LayerNorm, fused QKV, SDPA causal attention, GELU MLP), in bf16
@@ -63,7 +63,7 @@ def megatron_world(device: str, layout):
     from megatron.core import parallel_state as ps
 
     from harness.train.runtime import init_one_process_group
-    from reference_impls.gpt3 import train
+    from reference_impls.megatron_gpt import train
 
     created = not dist.is_initialized()
     if created:
@@ -113,7 +113,7 @@ def _mcore_gpt3(ctx, fp8: bool) -> dict:
     from megatron.core.transformer.module import Float16Module
     from megatron.core.transformer.transformer_block import TransformerBlock
 
-    from reference_impls.gpt3 import model as gm
+    from reference_impls.megatron_gpt import model as gm
 
     cfg = gpt3_config(ctx.smoke, fp8)
     s, b, h = cfg.max_sequence_length, cfg.micro_batch_size, cfg.hidden_size

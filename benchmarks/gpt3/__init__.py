@@ -1,5 +1,7 @@
 """GPT-3 175B pretraining on megatron-core (C4; tiny: a synthetic corpus) as one Benchmark object.
-Training code: reference_impls/gpt3/ (named here lazily: importing this never imports torch)."""
+Training code: the Megatron-GPT family, reference_impls/megatron_gpt/ (its model provider
+megatron_gpt/gpt3.py); process entry reference_impls/gpt3/ (named here lazily: importing this never
+imports torch)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from harness.core.benchmark import implementation
 from harness.core.data_manifest import DataManifest
 
 _IMPL = "reference_impls.gpt3"
+_FAMILY = "reference_impls.megatron_gpt"
 
 # The full data (C4 + the reference checkpoint) is the user's, whatever the config; the tiny corpus
 # and checkpoint depend on these. The run's GBS, base LR and seed don't: the checkpoint is
@@ -26,5 +29,8 @@ DATA = DataManifest(fields=(), tiny_fields=(
 
 # train.py trains on after run_stop while rt.more_power_readings() (MLPerf Power's 60 readings)
 BENCHMARK = Benchmark.here(
-    __file__, Gpt3Config, COST, implementation(_IMPL, DATA, lr_find="lr_find:lr_find", power_extension=True)
+    __file__,
+    Gpt3Config,
+    COST,
+    implementation(_IMPL, DATA, lr_find="lr_find:lr_find", power_extension=True, family=_FAMILY),
 )

@@ -115,6 +115,8 @@ class Gpt3Config(BenchmarkConfig):
     fp32 master weights, grads reduced in fp32. The tiny size keeps fp32 (its layout and resume tests
     compare curves to 1e-5; bf16 is tested against it in tests/integration/test_gpt3_bf16.py)."""
 
+    MODEL_PROVIDER: ClassVar[str] = "reference_impls.megatron_gpt.gpt3"
+    """The Megatron-GPT family's model provider for this config (reference_impls/megatron_gpt/)."""
     SWITCHES: ClassVar[dict[str, Switch]] = {
         "fp8": Switch(
             ("gpu",), "Transformer Engine FP8 (hybrid e4m3/e5m2) needs CUDA", library="transformer_engine"
@@ -124,7 +126,7 @@ class Gpt3Config(BenchmarkConfig):
             "megatron's per-layer CUDA graphs need CUDA and Transformer Engine",
             library="transformer_engine",
         ),
-        # On CPU through reference_impls/gpt3/cpu_compat.py under gloo (tests/integration/test_gpt3_tp2.py).
+        # On CPU through reference_impls/megatron_gpt/cpu_compat.py under gloo (tests/integration/test_gpt3_tp2.py).
         "distributed_optimizer": Switch(("cpu", "gpu"), ""),
         "sequence_parallel": Switch(("cpu", "gpu"), "", min_degree=(("tp", 2),)),
         "overlap_param_gather": Switch(("cpu", "gpu"), "", needs=("distributed_optimizer",)),
@@ -174,7 +176,7 @@ class Gpt3Config(BenchmarkConfig):
         return math.ceil(self.eval_interval_samples / self.global_batch_size)
 
     def lowest_precision(self, device: str) -> dict[str, str]:
-        """What reference_impls/gpt3/model.py builds (the keys: BenchmarkConfig.lowest_precision)."""
+        """What reference_impls/megatron_gpt/model.py builds (the keys: BenchmarkConfig.lowest_precision)."""
         dtype = self.LOG_DTYPE[self.precision]
         gpu = device.startswith("cuda")
         fp8 = gpu and self.fp8  # transformer_config(): `on_gpu and cfg.fp8`, else fp8 is never read

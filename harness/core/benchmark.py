@@ -109,17 +109,21 @@ def implementation(
     build: str | None = "shapes:build_report",
     lr_find: str | None = None,
     power_extension: bool = False,
+    family: str | None = None,
 ) -> Implementation:
     """An Implementation laid out as the reference implementations are: `package/__main__.py` the
     process entry, `package.train:run` the loop, `prepare`, `build` and `lr_find` given relative
-    to the package ("module:function")."""
+    to the package ("module:function"). `family`: the package whose loop, prepare, build and
+    lr_find serve several benchmarks (reference_impls/megatron_gpt for gpt3 and the current
+    round's Megatron-GPT pretraining); `package` is then this benchmark's process entry only."""
+    code = family or package
     return Implementation(
         module=package,
-        train=lazy(f"{package}.train:run"),
-        prepare=lazy(f"{package}.{prepare}"),
+        train=lazy(f"{code}.train:run"),
+        prepare=lazy(f"{code}.{prepare}"),
         data=data,
-        build=lazy(f"{package}.{build}") if build else None,
-        lr_find=lazy(f"{package}.{lr_find}") if lr_find else None,
+        build=lazy(f"{code}.{build}") if build else None,
+        lr_find=lazy(f"{code}.{lr_find}") if lr_find else None,
         power_extension=power_extension,
     )
 

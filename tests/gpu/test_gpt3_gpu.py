@@ -19,7 +19,7 @@ def test_tiny_model_trains_on_cuda_without_the_cpu_layer():
         import os, torch, torch.distributed as dist
         from benchmarks.gpt3.config import Gpt3Config
         from harness.core.layout import Layout
-        from reference_impls.gpt3 import cpu_compat, model as gm, train
+        from reference_impls.megatron_gpt import cpu_compat, model as gm, train
         assert torch.cuda.is_available() and cpu_compat.enable() == 0
         from harness.train.runtime import init_one_process_group
         init_one_process_group("nccl")

@@ -20,8 +20,8 @@ import torch.distributed as dist
 
 from benchmarks.gpt3.config import Gpt3Config
 from harness.core.layout import derive
-from reference_impls.gpt3 import dist_ckpt, train
-from reference_impls.gpt3 import model as gm
+from reference_impls.megatron_gpt import dist_ckpt, train
+from reference_impls.megatron_gpt import model as gm
 
 MBS, SEQ, VOCAB = 4, 16, 64
 

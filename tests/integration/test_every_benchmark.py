@@ -87,7 +87,7 @@ CASES = {
 
 def _poison_gpt3(data: Path) -> None:
     """Shuffle the validation tokens (uint16 .bin; the .idx document lengths stay)."""
-    from reference_impls.gpt3.data import VALID_PREFIX
+    from reference_impls.megatron_gpt.data import VALID_PREFIX
 
     path = data / f"{VALID_PREFIX}.bin"
     tokens = np.fromfile(path, dtype=np.uint16)

@@ -73,7 +73,7 @@ FIELDS = {
         "checkpoint_interval_steps": ("read", 0),
         "overlap_grad_reduce": ("build:ddp", False),
         "precision": ("build:tcfg", "bf16"),  # bf16 runs on CPU too (tests/integration/test_gpt3_bf16.py)
-        # Run on CPU too (reference_impls/gpt3/cpu_compat.py; tests/integration/test_gpt3_tp2.py).
+        # Run on CPU too (reference_impls/megatron_gpt/cpu_compat.py; tests/integration/test_gpt3_tp2.py).
         "distributed_optimizer": ("build:ddp", True),
         "sequence_parallel": ("build:tcfg", True, {"tensor_model_parallel_size": 2}),
         "overlap_param_gather": ("build:ddp", True, {"distributed_optimizer": True}),

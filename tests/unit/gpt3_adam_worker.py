@@ -22,8 +22,8 @@ import torch.distributed as dist
 from benchmarks.gpt3.config import Gpt3Config
 from harness.core.layout import Layout
 from harness.train.runtime import init_one_process_group
-from reference_impls.gpt3 import dist_ckpt, train
-from reference_impls.gpt3 import model as gm
+from reference_impls.megatron_gpt import dist_ckpt, train
+from reference_impls.megatron_gpt import model as gm
 
 MBS, SEQ, VOCAB = 4, 16, 64
 

@@ -76,9 +76,11 @@ def _named(v, names: tuple[str, ...]) -> bool:
 @functools.cache
 def _reads(bench) -> frozenset[str]:
     """Config fields the implementation reads: off its config (cfg.x, c.x, self.cfg.x, rt.cfg.x)
-    or, for the parallel degrees, off the derived layout (layout.cp, plan.layout.tp, lay.pp)."""
+    or, for the parallel degrees, off the derived layout (layout.cp, plan.layout.tp, lay.pp), in
+    the package of its training loop (a family's, reference_impls/megatron_gpt for gpt3)."""
     out = set()
-    for f in (REPO / "reference_impls" / bench).glob("*.py"):
+    package = benchmarks.get(bench).impl.train.target.partition(":")[0].rpartition(".")[0]
+    for f in (REPO / package.replace(".", "/")).glob("*.py"):
         for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Attribute):
                 if _named(node.value, ("cfg", "c")):
@@ -126,7 +128,7 @@ def _probe_llama2(part, cfg):
 
 
 def _probe_gpt3(part, cfg):
-    from reference_impls.gpt3 import model as gm
+    from reference_impls.megatron_gpt import model as gm
 
     if part == "tcfg":  # pure: the megatron TransformerConfig of the CPU path
         mp = cfg.tensor_model_parallel_size * cfg.pipeline_model_parallel_size * cfg.context_parallel_size
@@ -142,7 +144,7 @@ _GPT3_BUILD = """
 import json, os, sys, torch, torch.distributed as dist
 from benchmarks.gpt3.config import Gpt3Config
 from harness.core.layout import DEGREES, derive
-from reference_impls.gpt3 import model as gm, train
+from reference_impls.megatron_gpt import model as gm, train
 from harness.train.runtime import init_one_process_group
 init_one_process_group("gloo")
 out, ready = {}, False
@@ -247,12 +249,12 @@ def test_derived_value_changes_and_is_read(bench, field):
         return [v(s) for s in (0, 3, 30, 300, 900)] if callable(v) else v
 
     assert value(_variant(bench, field)) != value(_cfg(bench))
-    assert attr in _reads(bench), f"reference_impls/{bench} never reads cfg.{attr}"
+    assert attr in _reads(bench), f"the code of {bench} never reads cfg.{attr}"
 
 
 @pytest.mark.parametrize("bench, field", [c for c in CASES if _entry(*c)[0] in ("read", "gpu")])
 def test_read_by_the_implementation(bench, field):
-    assert field in _reads(bench), f"reference_impls/{bench} never reads cfg.{field}"
+    assert field in _reads(bench), f"the code of {bench} never reads cfg.{field}"
     _variant(bench, field)  # the alternative is a valid value (so the entry means something)
 
 
@@ -261,7 +263,7 @@ def test_data_fields_fingerprint_the_data(bench, field):
     data = benchmarks.get(bench).impl.data
     fingerprint = set(data.fields) | set(data.tiny_fields)
     assert field in fingerprint, f"{field} shapes the data but is not in {bench}'s manifest"
-    assert field in _reads(bench), f"reference_impls/{bench} never reads cfg.{field}"
+    assert field in _reads(bench), f"the code of {bench} never reads cfg.{field}"
 
 
 @pytest.mark.parametrize("bench, field", [c for c in CASES if _entry(*c)[0] == "fixed"])
@@ -292,7 +294,7 @@ def test_refused_where_not_honoured(bench, field):
 
 def test_gpu_path_configs_follow_their_switches():
     """Where the GPU path's settings are pure, the CPU proves them too (megatron config, SDPA)."""
-    from reference_impls.gpt3 import model as gm
+    from reference_impls.megatron_gpt import model as gm
 
     base = _cfg("gpt3")
     lay = _layout(base)

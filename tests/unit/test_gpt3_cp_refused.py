@@ -35,7 +35,7 @@ def test_full_size_layouts_have_no_cp(tmp_path, system):
 def test_bf16_resolves_on_cpu_and_builds_a_bf16_megatron_config(tmp_path):
     from helpers import typed_config
 
-    from reference_impls.gpt3 import model as gm
+    from reference_impls.megatron_gpt import model as gm
 
     plan = make_plans(
         benchmarks.get("gpt3"),

@@ -25,7 +25,7 @@ def _py(code: str) -> subprocess.CompletedProcess:
 def test_enable_maps_cuda_to_cpu_and_is_idempotent():
     r = _py("""
         import torch
-        from reference_impls.gpt3 import cpu_compat
+        from reference_impls.megatron_gpt import cpu_compat
         assert not torch.cuda.is_available()
         assert cpu_compat.enable() > 0 and cpu_compat.enable() == 0 and cpu_compat.is_enabled()
         assert torch.cuda.current_device() == "cpu"
@@ -61,7 +61,7 @@ def test_an_unmapped_cuda_call_names_its_call_site():
     added to every grad sync is mapped (patch 11); a device query or `.to("cuda")` is not."""
     r = _py("""
         import torch
-        from reference_impls.gpt3 import cpu_compat
+        from reference_impls.megatron_gpt import cpu_compat
         if not hasattr(torch._C, "_cuda_init"):
             raise SystemExit(0)  # a CPU-only torch build: torch's own assertion fails first
         cpu_compat.enable()
@@ -77,7 +77,7 @@ def test_an_unmapped_cuda_call_names_its_call_site():
     assert r.returncode == 0, r.stderr[-3000:]
     lines = r.stdout.splitlines()
     assert len(lines) == 2 and all(ln.startswith("cpu_compat: <string>:") for ln in lines), r.stdout
-    assert all("reference_impls/gpt3/cpu_compat.py" in ln for ln in lines), r.stdout
+    assert all("reference_impls/megatron_gpt/cpu_compat.py" in ln for ln in lines), r.stdout
 
 
 def test_noop_when_cuda_is_available():
@@ -85,7 +85,7 @@ def test_noop_when_cuda_is_available():
         import torch
         torch.cuda.is_available = lambda: True
         before = torch.cuda.current_device
-        from reference_impls.gpt3 import cpu_compat
+        from reference_impls.megatron_gpt import cpu_compat
         assert cpu_compat.enable() == 0 and not cpu_compat.is_enabled()
         assert torch.cuda.current_device is before
         from torch.overrides import _get_current_function_mode_stack
@@ -99,7 +99,7 @@ def test_gptmodel_checkpoint_round_trip_and_schedule_continuation():
         import os, torch, torch.distributed as dist
         from benchmarks.gpt3.config import Gpt3Config
         from harness.core.layout import Layout
-        from reference_impls.gpt3 import model as gm, train
+        from reference_impls.megatron_gpt import model as gm, train
         from harness.train.runtime import init_one_process_group
         init_one_process_group("gloo")
         cfg = Gpt3Config(num_layers=2, hidden_size=32, num_attention_heads=4, ffn_hidden_size=64,

@@ -13,7 +13,7 @@ from harness.run.execute import make_plans
     "system, tp, pp, vp, graphs", [("dgx-h100x64", 4, 8, 4, "none"), ("dgx-h100x1452", 4, 6, 8, "local")]
 )
 def test_full_size_transformer_config_matches_nvidia_layout(tmp_path, system, tp, pp, vp, graphs):
-    from reference_impls.gpt3 import model as gm
+    from reference_impls.megatron_gpt import model as gm
 
     plan = make_plans(benchmarks.get("gpt3"), system, size="full", runs=1, seed=1, results_dir=tmp_path)[0]
     t = gm.transformer_config(typed_config(plan), plan.layout, "cuda:0")
@@ -28,7 +28,7 @@ def test_full_size_transformer_config_matches_nvidia_layout(tmp_path, system, tp
 
 def test_cpu_config_is_fp32_local_and_only_cuda_kernel_switches_are_refused(tmp_path):
     from harness.core.errors import ConfigError
-    from reference_impls.gpt3 import model as gm
+    from reference_impls.megatron_gpt import model as gm
 
     sets = ("tensor_model_parallel_size=2", "sequence_parallel=true", "distributed_optimizer=true")
     plan = make_plans(

@@ -1,4 +1,4 @@
-"""The GPT-3 training loop (every rank): resume from the checkpoint, train, evaluate, stop at target.
+"""The Megatron-GPT pretraining loop (every rank; gpt3 and the family's other models): resume from the checkpoint, train, evaluate, stop at target.
 
     rt = runtime.start(plan)            header, hyperparameters, train/eval_samples      (untimed init)
     build model/optimizer, load ckpt    schedule continues at init_checkpoint_step
@@ -21,14 +21,13 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.gpt3 import DATA
 from benchmarks.gpt3.config import Gpt3Config
 from harness.core.benchmark import RunOutcome
 from harness.train.run_checkpoint import RunCheckpointer
 from harness.train.runtime import Runtime
 from harness.train.timings import Timings
-from reference_impls.gpt3 import cpu_compat, data, datafiles, dist_ckpt
-from reference_impls.gpt3 import model as gmodel
+from reference_impls.megatron_gpt import bench, cpu_compat, data, datafiles, dist_ckpt
+from reference_impls.megatron_gpt import model as gmodel
 
 LOSS_KEY = "lm loss"
 
@@ -214,11 +213,12 @@ def run(rt: Runtime[Gpt3Config]) -> RunOutcome:
     log.header(plan, rt.hyperparameters(*HYPERPARAMETERS))
     log.event("train_samples", cfg.train_samples_cap)
     data_dir = Path(plan.data_dir)
-    if plan.size == "tiny" and not DATA.is_prepared(plan):
+    if plan.size == "tiny" and not bench.manifest(plan).is_prepared(plan):
         from harness.core.errors import ConfigError
 
         raise ConfigError(
-            f"{data_dir}: tiny GPT-3 data is not prepared; run `mlperf prepare gpt3 --size tiny`"
+            f"{data_dir}: tiny {plan.benchmark} data is not prepared; "
+            f"run `mlperf prepare {plan.benchmark} --size tiny`"
         )
     model, optimizer, scheduler, tcfg = start_model(rt)
     assert cfg.init_checkpoint_step is not None  # derived by Gpt3Config's validator

@@ -1,4 +1,4 @@
-"""`python -m reference_impls.gpt3.prepare --plan PLAN.json`: make plan.data_dir ready (untimed).
+"""`python -m reference_impls.megatron_gpt.prepare --plan PLAN.json`: make plan.data_dir ready (untimed).
 
 Tiny: write the synthetic Markov corpus (data.py), pretrain the starting checkpoint the way the
 reference's checkpoint was made (reference_checkpoint_step steps at reference_global_batch_size,
@@ -16,35 +16,33 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.gpt3 import DATA
-from benchmarks.gpt3.config import Gpt3Config
 from harness.core.data_manifest import MANIFEST
 from harness.core.errors import ConfigError
 from harness.core.layout import DEGREES, derive
 from harness.core.runplan import RunPlan
 from harness.train.runtime import init_one_process_group
-from reference_impls.gpt3 import datafiles
-from reference_impls.gpt3.data import TRAIN_SEQUENCES
+from reference_impls.megatron_gpt import bench, datafiles
+from reference_impls.megatron_gpt.data import TRAIN_SEQUENCES
 
 PRETRAIN_SEED = 4000  # data order and init of the checkpoint run
 # Peak LR of the checkpoint's pretraining (the reference checkpoint too was trained with its own
 # recipe, not the submitter's tuned LR); warmup/decay are the config's reference_* numbers, so the
-# run continues the same schedule shape at init_checkpoint_step. Calibrated: see README.md.
+# run continues the same schedule shape at init_checkpoint_step. Calibrated: see reference_impls/gpt3/README.md.
 PRETRAIN_LR = 1.0e-2
 
 
-def check_full(data_dir: Path) -> list[Path]:
+def check_full(data_dir: Path, name: str) -> list[Path]:
     """The full-size files, every one present; else ConfigError naming the first missing one."""
     files = datafiles.full_files(data_dir)
     missing = [(p, source) for p, source in files if not p.is_file()]
     if missing:
         path, source = missing[0]
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        raise ConfigError(f"gpt3 full-size data: missing {path}{more}; it comes from {source}")
+        raise ConfigError(f"{name} full-size data: missing {path}{more}; it comes from {source}")
     return [p for p, _ in files]
 
 
-def pretrain_config(plan: RunPlan) -> Gpt3Config:
+def pretrain_config(plan: RunPlan):
     """The run's config at the reference GBS, so warmup/decay are the reference's own numbers, in
     one process (no model parallelism; one microbatch per step)."""
     values = dict(plan.config)
@@ -65,15 +63,15 @@ def pretrain_config(plan: RunPlan) -> Gpt3Config:
         sequence_parallel=False,
         overlap_param_gather=False,
     )
-    return Gpt3Config.model_validate(values)
+    return bench.of(plan).config.model_validate(values)
 
 
 def prepare_tiny(plan: RunPlan, log=print) -> Path:
     import torch
     import torch.distributed as dist
 
-    from reference_impls.gpt3 import data, train
-    from reference_impls.gpt3 import model as gmodel
+    from reference_impls.megatron_gpt import data, train
+    from reference_impls.megatron_gpt import model as gmodel
 
     data_dir = Path(plan.data_dir)
     cfg = pretrain_config(plan)
@@ -119,7 +117,7 @@ def prepare_tiny(plan: RunPlan, log=print) -> Path:
         checkpoint_val_log_ppl=val,
         pretrain_seed=PRETRAIN_SEED,
     )
-    return DATA.write(plan, files + [datafiles.CHECKPOINT], facts)
+    return bench.manifest(plan).write(plan, files + [datafiles.CHECKPOINT], facts)
 
 
 def _stderr(message: str) -> None:
@@ -128,9 +126,10 @@ def _stderr(message: str) -> None:
 
 def prepare(plan: RunPlan, log=_stderr) -> Path:
     """The task "prepare" (harness/train/entry.py); returns PREPARED.json's path."""
-    if DATA.is_prepared(plan):
-        log(f"gpt3 {plan.size}: {plan.data_dir} is already prepared")
+    manifest = bench.manifest(plan)
+    if manifest.is_prepared(plan):
+        log(f"{plan.benchmark} {plan.size}: {plan.data_dir} is already prepared")
         return Path(plan.data_dir) / MANIFEST
     if plan.size == "full":
-        return DATA.write(plan, check_full(Path(plan.data_dir)))
+        return manifest.write(plan, check_full(Path(plan.data_dir), plan.benchmark))
     return prepare_tiny(plan, log)

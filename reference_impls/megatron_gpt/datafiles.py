@@ -26,7 +26,7 @@ FULL_SOURCES = {
 
 def full_files(data_dir: Path) -> list[tuple[Path, str]]:
     """(path, where it comes from) of every file the full-size run reads."""
-    from reference_impls.gpt3.data import FULL_TRAIN_PREFIXES, FULL_VALID_PREFIX
+    from reference_impls.megatron_gpt.data import FULL_TRAIN_PREFIXES, FULL_VALID_PREFIX
 
     out = [
         (data_dir / (prefix + ext), FULL_SOURCES["data"])

@@ -14,7 +14,7 @@ import json
 import math
 from pathlib import Path
 
-from reference_impls.gpt3.train import Stepper, datasets, start_model, train_microbatches
+from reference_impls.megatron_gpt.train import Stepper, datasets, start_model, train_microbatches
 
 DIVERGED = 4.0  # stop when the loss exceeds 4x the best loss seen
 

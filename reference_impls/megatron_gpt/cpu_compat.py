@@ -6,7 +6,7 @@ refuses sequence parallel. `enable()` maps exactly those to the CPU and returns 
 patches applied (12; 11 on a CPU-only torch build). When CUDA is available it does nothing at all
 and returns 0: the GPU path runs megatron-core untouched.
 
-    from reference_impls.gpt3 import cpu_compat
+    from reference_impls.megatron_gpt import cpu_compat
     cpu_compat.enable()          # before building the model; idempotent
 
 The patches, each answering a failure megatron-core meets on a CPU-only torch:
@@ -71,7 +71,7 @@ def _refuse_cuda_init(*_args, **_kwargs):
     raise UnpatchedCudaCall(
         f"cpu_compat: {where} needs CUDA, which this host lacks, and megatron-core "
         f"{megatron.core.__version__} reaches it on the CPU path: map that call in "
-        "reference_impls/gpt3/cpu_compat.py"
+        "reference_impls/megatron_gpt/cpu_compat.py"
     )
 
 

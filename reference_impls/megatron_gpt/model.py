@@ -1,7 +1,7 @@
-"""megatron-core GPTModel + DDP + Adam + cosine schedule, at every size, from a `Gpt3Config`.
+"""megatron-core GPTModel + DDP + Adam + cosine schedule, at every size, from a family config.
 
-GPT-3 as the reference builds it: pre-LN, learned absolute positions, GELU MLP (ffn_hidden_size),
-biases, tied input/output embeddings, dropout 0, init std from the config. Both devices honour
+The architecture is the model provider's (`provider(cfg)`: gpt3.py's pre-LN LayerNorm, GELU MLP,
+biases, learned positions, tied embeddings); dropout and init std from the config. Both devices honour
 the layout and memory switches (distributed optimizer, sequence parallel, overlapped grad reduce /
 param gather, activation recompute, interleaved pipeline with VP chunks) and `precision` (bf16:
 bf16 params in megatron's Float16Module, fp32 master weights in the optimizer, as Megatron-LM).
@@ -19,12 +19,18 @@ size's reference checkpoint and every run checkpoint go through megatron `dist_c
 
 from __future__ import annotations
 
+import importlib
 import math
 import re
 
 import torch
 
-from reference_impls.gpt3 import adam_step, cpu_compat
+from reference_impls.megatron_gpt import adam_step, cpu_compat
+
+
+def provider(cfg):
+    """The model provider module the config's class names (`MODEL_PROVIDER`, e.g. gpt3.py)."""
+    return importlib.import_module(type(cfg).MODEL_PROVIDER)
 
 
 def transformer_config(cfg, layout, device: str):
@@ -55,8 +61,6 @@ def transformer_config(cfg, layout, device: str):
         init_method_std=cfg.init_method_std,
         hidden_dropout=cfg.dropout,
         attention_dropout=cfg.dropout,
-        add_bias_linear=True,
-        normalization="LayerNorm",
         tensor_model_parallel_size=layout.tp,
         pipeline_model_parallel_size=layout.pp,
         virtual_pipeline_model_parallel_size=layout.vp if layout.vp > 1 else None,
@@ -68,13 +72,13 @@ def transformer_config(cfg, layout, device: str):
         pipeline_dtype=dtype,
         use_cpu_initialization=not on_gpu,
         gradient_accumulation_fusion=False,
+        **provider(cfg).transformer_fields(cfg),
         **kw,
     )
 
 
 def layer_spec(cfg, device: str):
-    from megatron.core.models.gpt import gpt_layer_specs as specs
-
+    """The provider's layer spec: with Transformer Engine on a GPU host that has it, else local."""
     if device.startswith("cuda"):
         try:
             import transformer_engine  # noqa: F401
@@ -89,9 +93,9 @@ def layer_spec(cfg, device: str):
                     f"{need[0]}: Transformer Engine is not installed; "
                     "pip install --no-build-isolation -e '.[gpu]' on the GPU host"
                 ) from None
-            return specs.get_gpt_layer_local_spec()
-        return specs.get_gpt_layer_with_transformer_engine_spec()
-    return specs.get_gpt_layer_local_spec()
+            return provider(cfg).layer_spec(cfg, te=False)
+        return provider(cfg).layer_spec(cfg, te=True)
+    return provider(cfg).layer_spec(cfg, te=False)
 
 
 def padded_vocab(cfg, tp: int) -> int:
@@ -131,9 +135,8 @@ def build(cfg, layout, device: str):
             max_sequence_length=cfg.max_sequence_length,
             pre_process=ps.is_pipeline_first_stage(ignore_virtual=vp is None, vp_stage=vp_stage),
             post_process=ps.is_pipeline_last_stage(ignore_virtual=vp is None, vp_stage=vp_stage),
-            share_embeddings_and_output_weights=True,
-            position_embedding_type="learned_absolute",
             vp_stage=vp_stage,
+            **provider(cfg).model_fields(cfg),
         )
         if on_gpu:
             m = m.to(device)

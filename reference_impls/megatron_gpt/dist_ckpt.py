@@ -123,7 +123,7 @@ def _prime(optimizer) -> None:
     per-parameter key (its state_dict() raises KeyError 'step')."""
     import torch
 
-    from reference_impls.gpt3 import adam_step
+    from reference_impls.megatron_gpt import adam_step
 
     for o in getattr(optimizer, "chained_optimizers", [optimizer]):
         if adam_step.per_group(o.optimizer):

@@ -35,8 +35,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from harness.train import meta
-from reference_impls.gpt3 import cpu_compat, train
-from reference_impls.gpt3 import model as gmodel
+from reference_impls.megatron_gpt import cpu_compat, train
+from reference_impls.megatron_gpt import model as gmodel
 
 NEEDS_TE = ("fp8", "tp_comm_overlap")
 """Switches whose kernels only Transformer Engine has (not built where TE is absent)."""
@@ -136,15 +136,15 @@ def _cuda_env(device: str):
     by megatron's local one where TE is absent (reported by `not_built`), no gloo groups."""
     import megatron.core.optimizer as mopt
     import megatron.core.parallel_state as ps
-    from megatron.core.models.gpt import gpt_layer_specs
 
     cpu_compat.enable()  # first: its CUDA->CPU mode must sit below ours (ours runs first)
     with ExitStack() as stack:
         if device.startswith("cuda") and not torch.cuda.is_available():
             _cuda_stubs(stack)
         if device.startswith("cuda") and not have_te():
-            local = gpt_layer_specs.get_gpt_layer_local_spec
-            _patch(stack, gmodel, "layer_spec", lambda cfg, dev: local())
+            _patch(
+                stack, gmodel, "layer_spec", lambda cfg, dev: gmodel.provider(cfg).layer_spec(cfg, te=False)
+            )
         _patch(
             stack,
             ps,

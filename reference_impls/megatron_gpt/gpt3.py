@@ -1,0 +1,30 @@
+"""GPT-3 as the reference builds it (the family's first model provider): pre-LN LayerNorm, GELU
+MLP (ffn_hidden_size), biases in every linear, learned absolute positions, input and output
+embeddings tied. Everything else (parallelism, precision, recompute, FP8, CUDA graphs) is the
+family's, from the config (model.py)."""
+
+from __future__ import annotations
+
+TIED_EMBEDDINGS = True
+"""The output layer is the word embedding (its copy on the last pipeline stage is kept in sync)."""
+
+
+def transformer_fields(cfg) -> dict:
+    """The architecture's TransformerConfig fields (megatron's defaults give GELU, no GLU)."""
+    return {"add_bias_linear": True, "normalization": "LayerNorm"}
+
+
+def layer_spec(cfg, te: bool):
+    """Transformer Engine's fused layers where TE is installed on a GPU host, else megatron's local
+    spec (torch LayerNorm and linears: the CPU path)."""
+    from megatron.core.models.gpt import gpt_layer_specs as specs
+
+    return specs.get_gpt_layer_with_transformer_engine_spec() if te else specs.get_gpt_layer_local_spec()
+
+
+def model_fields(cfg) -> dict:
+    """GPTModel's keyword arguments beyond the shared ones."""
+    return {
+        "share_embeddings_and_output_weights": TIED_EMBEDDINGS,
+        "position_embedding_type": "learned_absolute",
+    }
