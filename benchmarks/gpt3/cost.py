@@ -15,6 +15,7 @@ from typing import Any
 
 from benchmarks.costs import ADAM, BF16, FP32, Cost, Recompute, Workload, degrees, dense_transformer_fwd_flops
 from benchmarks.gpt3.config import Gpt3Config
+from benchmarks.megatron_gpt import MegatronGptConfig
 
 
 def stages(cfg: Gpt3Config, tp: int = 1, pp: int = 1) -> list[int]:
@@ -39,13 +40,19 @@ def _stages(shape: tuple, tp: int, pp: int) -> tuple[int, ...]:
 
 
 class Gpt3Cost(Cost):
-    def parameters(self, cfg: Gpt3Config) -> dict[str, int]:
-        n = sum(stages(cfg))  # TP 1, PP 1: embeddings counted once (tied)
+    """Also the Megatron-GPT family's accounting (benchmarks/llama31_8b/cost.py subclasses it for
+    its own `stages` and workload): megatron DDP's fp32 grad buffer, the distributed optimizer."""
+
+    def stages(self, cfg: Any, tp: int = 1, pp: int = 1) -> list[int]:
+        return stages(cfg, tp, pp)
+
+    def parameters(self, cfg: MegatronGptConfig) -> dict[str, int]:
+        n = sum(self.stages(cfg))  # TP 1, PP 1: embeddings counted once where tied
         return {"total": n, "trainable": n}
 
-    def rank_bytes(self, cfg: Gpt3Config, layout: Any, device: str = "cuda") -> dict[str, float]:
+    def rank_bytes(self, cfg: MegatronGptConfig, layout: Any, device: str = "cuda") -> dict[str, float]:
         lay = degrees(layout)
-        stage = max(stages(cfg, lay["tp"], lay["pp"]))
+        stage = max(self.stages(cfg, lay["tp"], lay["pp"]))
         half = device != "cpu" and cfg.precision == "bf16"
         shard = lay["dp"] * lay["cp"] if cfg.distributed_optimizer else 1
         opt = (FP32 if half else 0) + ADAM  # master copy (bf16 weights only) + Adam m, v
@@ -56,7 +63,7 @@ class Gpt3Cost(Cost):
             "optimizer": stage * opt / shard,
         }
 
-    def workload(self, cfg: Gpt3Config, size: str) -> Workload:
+    def workload(self, cfg: MegatronGptConfig, size: str) -> Workload:
         fwd = dense_transformer_fwd_flops(
             cfg.num_layers, cfg.hidden_size, cfg.ffn_hidden_size, cfg.max_sequence_length, cfg.vocab_size
         )  # ~0.73e15 at full size
@@ -84,7 +91,7 @@ class Gpt3Cost(Cost):
         )
 
     def params_per_stage(self, w: Workload, tp: int, pp: int) -> float:
-        return max(stages(w.cfg, tp, pp))  # exact: tied embeddings, the output copy with PP
+        return max(self.stages(w.cfg, tp, pp))  # exact: embeddings, the output layer with PP
 
     def evals(self, w: Workload, samples: float, gbs: int) -> tuple[float, float]:
         c = w.cfg

@@ -33,9 +33,6 @@ SOURCE_SEED = 20240501
 TRAIN_PREFIXES = ("c4_synth_train_00", "c4_synth_train_01")
 VALID_PREFIX = "c4_synth_validation"
 TRAIN_SEQUENCES = 40_000  # the tiny train_samples_cap; ~12x what a run to the target reads
-# Full size: NVIDIA's preprocessed C4 (`dataset_c4_spm.tar`) prefixes, as the reference blends them.
-FULL_TRAIN_PREFIXES = ("c4_en_6_c4_spm_text_document", "c4_en_7_c4_spm_text_document")
-FULL_VALID_PREFIX = "c4_en_validation_subset_c4_spm_text_document"
 
 
 @dataclass(frozen=True)
@@ -167,18 +164,23 @@ class _Tokenizer:
 
 
 def build_datasets(data_dir: Path, cfg, size: str, seed: int, cache_dir: Path | None = None):
-    """(train, valid) GPTDatasets: train blends the two shards 0.5/0.5, valid is one full epoch."""
+    """(train, valid) GPTDatasets: train blends the training shards evenly (tiny and gpt3: two,
+    0.5/0.5; llama31_8b: one), valid is one full epoch."""
     from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
     from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
 
-    train_prefixes = TRAIN_PREFIXES if size == "tiny" else FULL_TRAIN_PREFIXES
-    valid_prefix = VALID_PREFIX if size == "tiny" else FULL_VALID_PREFIX
-    eod = EOD if size == "tiny" else 1  # C4 SPM: eod id 1
+    from reference_impls.megatron_gpt.datafiles import full_data
+
+    full = full_data(cfg)  # the model's C4 files at full size (its tokenizer's)
+    train_prefixes = TRAIN_PREFIXES if size == "tiny" else full.train_prefixes
+    valid_prefix = VALID_PREFIX if size == "tiny" else full.valid_prefix
+    eod = EOD if size == "tiny" else full.eod
+    blend = [1.0 / len(train_prefixes)] * len(train_prefixes)
     config = GPTDatasetConfig(
         random_seed=seed,
         sequence_length=cfg.max_sequence_length,
         blend_per_split=[
-            ([str(data_dir / p) for p in train_prefixes], [0.5] * len(train_prefixes)),
+            ([str(data_dir / p) for p in train_prefixes], blend),
             ([str(data_dir / valid_prefix)], None),
             None,
         ],

@@ -1,36 +1,50 @@
-"""Where gpt3's files lie in a data folder (what `prepare` writes or checks, what the loop reads).
+"""Where the family's files lie in a data folder (what `prepare` writes or checks, what the loop reads).
 
 Tiny (`prepare` writes it):
     c4_synth_train_00.{bin,idx}, c4_synth_train_01.{bin,idx}, c4_synth_validation.{bin,idx}
     checkpoint/tiny_ckpt.pt        model + Adam state after reference_checkpoint_step steps
     PREPARED.json                  the one manifest shape (harness/core/data_manifest.py), last
-Full (the user provides it; nothing can be downloaded here):
-    <prefix>.{bin,idx} for the two C4 training prefixes and the validation prefix
+Full (the user provides it; nothing can be downloaded here): the model provider's FULL_DATA, e.g.
+gpt3: <prefix>.{bin,idx} for the two C4 training prefixes and the validation prefix, and
     ckpt4000-consumed_samples=0/   the reference checkpoint (megatron dist_checkpointing format)
+llama31_8b: the Llama-3.1-tokenized C4 training and validation prefixes, and the tokenizer.
 """
 
 from __future__ import annotations
 
+import importlib
+from dataclasses import dataclass
 from pathlib import Path
 
 CHECKPOINT = "checkpoint/tiny_ckpt.pt"
 FULL_CHECKPOINT_DIR = "ckpt4000-consumed_samples=0"
 
-FULL_SOURCES = {
-    "data": "the MLCommons preprocessed C4 (`dataset_c4_spm.tar`, see mlcommons/training gpt3 README: "
-    "'Preprocessed data download')",
-    "checkpoint": "the MLCommons GPT-3 reference checkpoint `ckpt4000-consumed_samples=0` (mlcommons/training "
-    "gpt3 README: 'Checkpoint download'), in megatron dist_checkpointing format",
-}
+
+@dataclass(frozen=True)
+class FullData:
+    """A model's full-size data: Megatron indexed datasets (`<prefix>.bin` + `.idx`) and the files
+    beside them, each with where it comes from (the one line `prepare --size full` says)."""
+
+    train_prefixes: tuple[str, ...]
+    valid_prefix: str
+    eod: int
+    """The tokenizer's end-of-document id (GPTDataset needs it)."""
+    source: str
+    """Where the indexed datasets come from."""
+    files: tuple[tuple[str, str], ...] = ()
+    """(path relative to the data folder, where it comes from) of every other file read."""
 
 
-def full_files(data_dir: Path) -> list[tuple[Path, str]]:
+def full_data(cfg) -> FullData:
+    """The FULL_DATA of the config's model provider (a torch-free module attribute)."""
+    return importlib.import_module(type(cfg).MODEL_PROVIDER).FULL_DATA
+
+
+def full_files(data_dir: Path, full: FullData) -> list[tuple[Path, str]]:
     """(path, where it comes from) of every file the full-size run reads."""
-    from reference_impls.megatron_gpt.data import FULL_TRAIN_PREFIXES, FULL_VALID_PREFIX
-
     out = [
-        (data_dir / (prefix + ext), FULL_SOURCES["data"])
-        for prefix in (*FULL_TRAIN_PREFIXES, FULL_VALID_PREFIX)
+        (data_dir / (prefix + ext), full.source)
+        for prefix in (*full.train_prefixes, full.valid_prefix)
         for ext in (".bin", ".idx")
     ]
-    return out + [(data_dir / FULL_CHECKPOINT_DIR / "metadata.json", FULL_SOURCES["checkpoint"])]
+    return out + [(data_dir / rel, source) for rel, source in full.files]

@@ -5,6 +5,24 @@ family's, from the config (model.py)."""
 
 from __future__ import annotations
 
+from reference_impls.megatron_gpt.datafiles import FULL_CHECKPOINT_DIR, FullData
+
+FULL_DATA = FullData(
+    train_prefixes=("c4_en_6_c4_spm_text_document", "c4_en_7_c4_spm_text_document"),
+    valid_prefix="c4_en_validation_subset_c4_spm_text_document",
+    eod=1,  # the C4 SentencePiece model's end of document
+    source="the MLCommons preprocessed C4 (`dataset_c4_spm.tar`, see mlcommons/training gpt3 README: "
+    "'Preprocessed data download')",
+    files=(
+        (
+            f"{FULL_CHECKPOINT_DIR}/metadata.json",
+            "the MLCommons GPT-3 reference checkpoint `ckpt4000-consumed_samples=0` (mlcommons/training "
+            "gpt3 README: 'Checkpoint download'), in megatron dist_checkpointing format",
+        ),
+    ),
+)
+"""C4 tokenized with the reference's SentencePiece model, and the 4000-step reference checkpoint."""
+
 TIED_EMBEDDINGS = True
 """The output layer is the word embedding (its copy on the last pipeline stage is kept in sync)."""
 

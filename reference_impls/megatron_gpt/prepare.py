@@ -1,7 +1,7 @@
 """`python -m reference_impls.megatron_gpt.prepare --plan PLAN.json`: make plan.data_dir ready (untimed).
 
-Tiny: write the synthetic Markov corpus (data.py), pretrain the starting checkpoint the way the
-reference's checkpoint was made (reference_checkpoint_step steps at reference_global_batch_size,
+Tiny: write the synthetic Markov corpus (data.py); where the benchmark starts from a checkpoint
+(gpt3; not llama31_8b, pretrained from scratch), pretrain it the way the reference's checkpoint was made (reference_checkpoint_step steps at reference_global_batch_size,
 same optimizer and schedule, from a fixed seed), save it loadable with
 `torch.load(weights_only=True)`, and write PREPARED.json last. Deterministic: same config, same
 bytes (single process, one thread).
@@ -31,14 +31,17 @@ PRETRAIN_SEED = 4000  # data order and init of the checkpoint run
 PRETRAIN_LR = 1.0e-2
 
 
-def check_full(data_dir: Path, name: str) -> list[Path]:
-    """The full-size files, every one present; else ConfigError naming the first missing one."""
-    files = datafiles.full_files(data_dir)
-    missing = [(p, source) for p, source in files if not p.is_file()]
+def check_full(data_dir: Path, name: str, full: datafiles.FullData) -> list[Path]:
+    """The full-size files, every one present; else ConfigError, one line naming every missing file
+    (relative to data_dir) grouped by where it comes from."""
+    files = datafiles.full_files(data_dir, full)
+    missing: dict[str, list[str]] = {}
+    for p, source in files:
+        if not p.is_file():
+            missing.setdefault(source, []).append(str(p.relative_to(data_dir)))
     if missing:
-        path, source = missing[0]
-        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        raise ConfigError(f"{name} full-size data: missing {path}{more}; it comes from {source}")
+        said = "; ".join(f"{', '.join(paths)} (from {source})" for source, paths in missing.items())
+        raise ConfigError(f"{name} full-size data in {data_dir} is missing {said}")
     return [p for p, _ in files]
 
 
@@ -74,13 +77,17 @@ def prepare_tiny(plan: RunPlan, log=print) -> Path:
     from reference_impls.megatron_gpt import model as gmodel
 
     data_dir = Path(plan.data_dir)
-    cfg = pretrain_config(plan)
+    from_checkpoint = bench.of(plan).config.FROM_CHECKPOINT
+    cfg = pretrain_config(plan) if from_checkpoint else bench.of(plan).config.model_validate(plan.config)
     t0 = time.perf_counter()
     facts = data.generate_tiny(data_dir, cfg)
     log(
-        f"gpt3 tiny: corpus written to {data_dir} ({time.perf_counter() - t0:.1f} s; "
+        f"{plan.benchmark} tiny: corpus written to {data_dir} ({time.perf_counter() - t0:.1f} s; "
         f"entropy rate {facts['entropy_rate_nats']:.4f} nats/token)"
     )
+    files = [p + ext for p in (*data.TRAIN_PREFIXES, data.VALID_PREFIX) for ext in (".bin", ".idx")]
+    if not from_checkpoint:  # pretraining from scratch: the corpus is all there is
+        return bench.manifest(plan).write(plan, files, facts)
 
     torch.set_num_threads(max(1, plan.threads_per_process))
     own_group = not dist.is_initialized()
@@ -107,10 +114,9 @@ def prepare_tiny(plan: RunPlan, log=print) -> Path:
         if own_group:
             dist.destroy_process_group()
     log(
-        f"gpt3 tiny: checkpoint after {steps} steps x GBS {gbs} ({time.perf_counter() - t0:.1f} s), "
+        f"{plan.benchmark} tiny: checkpoint after {steps} steps x GBS {gbs} ({time.perf_counter() - t0:.1f} s), "
         f"validation log-perplexity {val:.4f}"
     )
-    files = [p + ext for p in (*data.TRAIN_PREFIXES, data.VALID_PREFIX) for ext in (".bin", ".idx")]
     facts.update(
         checkpoint_step=steps,
         checkpoint_global_batch_size=gbs,
@@ -131,5 +137,6 @@ def prepare(plan: RunPlan, log=_stderr) -> Path:
         log(f"{plan.benchmark} {plan.size}: {plan.data_dir} is already prepared")
         return Path(plan.data_dir) / MANIFEST
     if plan.size == "full":
-        return manifest.write(plan, check_full(Path(plan.data_dir), plan.benchmark))
+        full = datafiles.full_data(bench.of(plan).config.model_construct())
+        return manifest.write(plan, check_full(Path(plan.data_dir), plan.benchmark, full))
     return prepare_tiny(plan, log)

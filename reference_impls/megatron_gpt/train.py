@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.gpt3.config import Gpt3Config
+from benchmarks.megatron_gpt import MegatronGptConfig
 from harness.core.benchmark import RunOutcome
 from harness.train.run_checkpoint import RunCheckpointer
 from harness.train.runtime import Runtime
@@ -187,30 +187,12 @@ def data_rank(layout) -> int:
     return ps.get_data_parallel_rank() if layout.dp > 1 else 0
 
 
-# What the log header lists after global_batch_size and gradient_accumulation_steps (rt.hyperparameters).
-HYPERPARAMETERS = (
-    "max_sequence_length",
-    "opt_name",
-    "opt_base_learning_rate",
-    "opt_end_learning_rate",
-    "opt_learning_rate_decay_steps",
-    "opt_learning_rate_warmup_steps",
-    "opt_learning_rate_decay_schedule",
-    "opt_adam_beta_1",
-    "opt_adam_beta_2",
-    "opt_adam_epsilon",
-    "opt_weight_decay",
-    "opt_gradient_clip_norm",
-    "init_checkpoint_step",
-)
-
-
-def run(rt: Runtime[Gpt3Config]) -> RunOutcome:
+def run(rt: Runtime[MegatronGptConfig]) -> RunOutcome:
     """Train one run; reached when the target was. Raises on errors (the entry logs run_stop)."""
     plan, log = rt.plan, rt.log
     cfg, layout = rt.cfg, plan.layout
     target = plan.target["log_perplexity"]
-    log.header(plan, rt.hyperparameters(*HYPERPARAMETERS))
+    log.header(plan, rt.hyperparameters() | cfg.logged())
     log.event("train_samples", cfg.train_samples_cap)
     data_dir = Path(plan.data_dir)
     if plan.size == "tiny" and not bench.manifest(plan).is_prepared(plan):
@@ -221,8 +203,7 @@ def run(rt: Runtime[Gpt3Config]) -> RunOutcome:
             f"run `mlperf prepare {plan.benchmark} --size tiny`"
         )
     model, optimizer, scheduler, tcfg = start_model(rt)
-    assert cfg.init_checkpoint_step is not None  # derived by Gpt3Config's validator
-    gmodel.set_schedule_step(scheduler, cfg.init_checkpoint_step)
+    gmodel.set_schedule_step(scheduler, cfg.start_step())
     train, valid = datasets(rt)
     log.event("eval_samples", cfg.eval_samples)
     stepper = Stepper(model, optimizer, scheduler, tcfg, cfg, layout, rt.device)
@@ -238,17 +219,29 @@ def run(rt: Runtime[Gpt3Config]) -> RunOutcome:
     seq, gbs = cfg.max_sequence_length, cfg.global_batch_size
     every = cfg.eval_interval_steps
     cap_steps = cfg.train_samples_cap // gbs  # the sequences GPTDataset drew
-    max_steps = min(cfg.max_steps or cap_steps, cap_steps)
+    max_steps = min(cfg.stop_step() or cap_steps, cap_steps)
+    # Progress as the benchmark's rules count it: gpt3 in tokens (`epoch_num`, blocks with
+    # first_epoch_num/epoch_count), llama31_8b in sequences (`samples_count`).
+    tokens = bench.of(plan).rules.progress_key == "epoch_num"
+
+    def at(step: int) -> dict:
+        return {"epoch_num": step * gbs * seq} if tokens else {"samples_count": step * gbs}
+
+    def block(first: int, steps: int) -> dict:
+        if tokens:
+            return {"first_epoch_num": first * gbs * seq, "epoch_count": steps * gbs * seq}
+        return {"samples_count": first * gbs}
+
     reached = False
     step = resumed["step"] if resumed else 0
     stopping = False  # agreed by all ranks (rt.should_stop), so no rank is left in a collective
     try:
         while step < max_steps and not stopping:
-            first = step * gbs * seq
-            block = min(every, max_steps - step)
-            log.start("block_start", metadata={"first_epoch_num": first, "epoch_count": block * gbs * seq})
-            reports: list = []  # block >= 1: the last step's reports
-            for _ in range(block):
+            first = step
+            steps = min(every, max_steps - step)
+            log.start("block_start", metadata=block(first, steps))
+            reports: list = []  # steps >= 1: the last step's reports
+            for _ in range(steps):
                 t0 = time.perf_counter()
                 mbs = train_microbatches(train, step, layout)
                 t1 = time.perf_counter()
@@ -258,26 +251,25 @@ def run(rt: Runtime[Gpt3Config]) -> RunOutcome:
                 if rt.should_stop(step):
                     stopping = True
                     break
-            tokens = step * gbs * seq
-            log.end("block_stop", metadata={"first_epoch_num": first, "epoch_count": block * gbs * seq})
+            log.end("block_stop", metadata=block(first, steps) if tokens else at(step))
             if stopping:
                 break
-            log.start("eval_start", metadata={"epoch_num": tokens})
+            log.start("eval_start", metadata=at(step))
             train_loss = stepper.reduce_loss(reports)
             ppl = stepper.evaluate(val_batches)
-            log.event("eval_accuracy", ppl, metadata={"epoch_num": tokens})
-            log.end("eval_stop", metadata={"epoch_num": tokens})
+            log.event("eval_accuracy", ppl, metadata=at(step))
+            log.end("eval_stop", metadata=at(step))
             timings.set_loss(train_loss)
             timings.flush()
             if rt.is_rank0:
                 print(
-                    f"step {step} tokens {tokens} train_loss {train_loss:.4f} eval_log_ppl {ppl:.4f} "
+                    f"step {step} tokens {step * gbs * seq} train_loss {train_loss:.4f} eval_log_ppl {ppl:.4f} "
                     f"lr {optimizer.param_groups[0]['lr']:.3g}",
                     flush=True,
                 )
             if ppl <= target and not reached:
                 reached = True
-                log.run_stop(True)  # time-to-train ends here, whether or not the loop goes on
+                log.run_stop(True, None if tokens else at(step))  # time-to-train ends here, loop or not
             if reached and not rt.more_power_readings():
                 break  # power mode trains on, same blocks and evals, until 60 readings exist
             if ck.due(step) and not reached:  # nothing to resume after run_stop
@@ -296,7 +288,9 @@ def start_model(rt):
     plan, data_dir = rt.plan, Path(rt.plan.data_dir)
     init_parallel(plan.layout, plan.seed, rt.cfg)
     model, optimizer, scheduler, tcfg = gmodel.build(rt.cfg, plan.layout, rt.device)
-    if plan.size == "tiny":
+    if not rt.cfg.FROM_CHECKPOINT:
+        pass  # pretraining from the init (megatron's init_method_std, the seed's RNG)
+    elif plan.size == "tiny":
         state = torch.load(data_dir / datafiles.CHECKPOINT, map_location="cpu", weights_only=True)
         gmodel.load_tiny_state(model, optimizer, state)
     else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import inspect
 import json
 import subprocess
 import sys
@@ -127,58 +128,68 @@ def _probe_llama2(part, cfg):
     raise KeyError(part)
 
 
-def _probe_gpt3(part, cfg):
+def _probe_megatron(bench, part, cfg):
     from reference_impls.megatron_gpt import model as gm
 
     if part == "tcfg":  # pure: the megatron TransformerConfig of the CPU path
         mp = cfg.tensor_model_parallel_size * cfg.pipeline_model_parallel_size * cfg.context_parallel_size
         return repr(gm.transformer_config(cfg, _layout(cfg, mp), "cpu"))
-    return _gpt3_built()[_gpt3_key(cfg)][part]
+    return _megatron_built(bench)[_megatron_key(cfg)][part]
 
 
-PROBES = {"stable_diffusion": _probe_sd, "llama2_70b_lora": _probe_llama2, "gpt3": _probe_gpt3}
+PROBES = {
+    "stable_diffusion": _probe_sd,
+    "llama2_70b_lora": _probe_llama2,
+    "gpt3": functools.partial(_probe_megatron, "gpt3"),
+    "llama31_8b": functools.partial(_probe_megatron, "llama31_8b"),
+}
 
-# gpt3's model, optimizer, scheduler and DDP are built by megatron-core, whose CPU layer patches
-# torch process-wide: all variants are built in one fresh interpreter (world of 1 over gloo).
-_GPT3_BUILD = """
+# The Megatron-GPT family's model, optimizer, scheduler and DDP are built by megatron-core, whose
+# CPU layer patches torch process-wide: all variants of a benchmark are built in one fresh
+# interpreter (world of 1 over gloo).
+_MEGATRON_BUILD = """
 import json, os, sys, torch, torch.distributed as dist
-from benchmarks.gpt3.config import Gpt3Config
+import benchmarks
 from harness.core.layout import DEGREES, derive
 from reference_impls.megatron_gpt import model as gm, train
 from harness.train.runtime import init_one_process_group
 init_one_process_group("gloo")
+todo = json.load(sys.stdin)
+cls = benchmarks.get(todo["bench"]).config
 out, ready = {}, False
-for key, values in json.load(sys.stdin).items():
-    cfg = Gpt3Config.model_validate(values)
-    lay = derive(cfg, 1, 1, num_layers=cfg.num_layers, supports=Gpt3Config.SUPPORTS)
+for key, values in todo["cfgs"].items():
+    cfg = cls.model_validate(values)
+    lay = derive(cfg, 1, 1, num_layers=cfg.num_layers, supports=cls.SUPPORTS)
     if not ready:
         train.init_parallel(lay, 1)
         ready = True
     torch.manual_seed(1)
     model, opt, sched, _ = gm.build(cfg, lay, "cpu")
     groups = [{k: v for k, v in g.items() if k != "params"} for g in opt.param_groups]
+    rope = getattr(model[0].module, "rotary_pos_emb", None)
     out[key] = {
         "model": [[n, list(p.shape), round(float(p.float().std()), 6) if p.numel() > 1 else 0]
                   for n, p in model[0].module.named_parameters()],
         "optim": repr([groups, opt.config.clip_grad]),
         "sched": repr([sched.max_lr, sched.min_lr, sched.lr_warmup_steps, sched.lr_decay_steps]),
         "ddp": repr(model[0].ddp_config),
+        "rope": repr(rope.inv_freq.tolist() if rope is not None else None),
     }
 train._teardown()
 print("PROBE" + json.dumps(out))
 """
 
 
-def _gpt3_key(cfg) -> str:
+def _megatron_key(cfg) -> str:
     return json.dumps(cfg.model_dump(), sort_keys=True)
 
 
 @functools.cache
-def _gpt3_built() -> dict:
-    cfgs = [_cfg("gpt3")] + [_variant("gpt3", f) for f, e in FIELDS["gpt3"].items() if e[0] in GPT3_BUILT]
-    todo = {_gpt3_key(c): c.model_dump() for c in cfgs}
+def _megatron_built(bench: str) -> dict:
+    cfgs = [_cfg(bench)] + [_variant(bench, f) for f, e in FIELDS[bench].items() if e[0] in MEGATRON_BUILT]
+    todo = {"bench": bench, "cfgs": {_megatron_key(c): c.model_dump() for c in cfgs}}
     r = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", textwrap.dedent(_GPT3_BUILD)],
+        [sys.executable, "-W", "ignore", "-c", textwrap.dedent(_MEGATRON_BUILD)],
         input=json.dumps(todo),
         cwd=REPO,
         capture_output=True,
@@ -189,7 +200,7 @@ def _gpt3_built() -> dict:
     return json.loads(r.stdout.split("PROBE", 1)[1])
 
 
-GPT3_BUILT = ("build:model", "build:optim", "build:sched", "build:ddp")
+MEGATRON_BUILT = ("build:model", "build:optim", "build:sched", "build:ddp", "build:rope")
 
 
 # ---- the tests --------------------------------------------------------------------------------
@@ -246,7 +257,11 @@ def test_derived_value_changes_and_is_read(bench, field):
 
     def value(cfg):
         v = getattr(cfg, attr)
-        return [v(s) for s in (0, 3, 30, 300, 900)] if callable(v) else v
+        if not callable(v):
+            return v
+        if not inspect.signature(v).parameters:  # a config method the code calls (start_step())
+            return v()
+        return [v(s) for s in (0, 3, 30, 300, 900)]
 
     assert value(_variant(bench, field)) != value(_cfg(bench))
     assert attr in _reads(bench), f"the code of {bench} never reads cfg.{attr}"

@@ -95,17 +95,18 @@ def test_manifest_is_torch_free_and_rejects_empty_or_stale_dirs(tmp_path):
 
 def test_full_size_names_what_is_missing_and_where_it_comes_from(tmp_path):
     from harness.core.errors import ConfigError
+    from reference_impls.megatron_gpt.gpt3 import FULL_DATA as FULL
     from reference_impls.megatron_gpt.prepare import check_full
 
     with pytest.raises(ConfigError) as e:
-        check_full(tmp_path, "gpt3")
+        check_full(tmp_path, "gpt3", FULL)
     msg = str(e.value)
     assert "\n" not in msg and "c4_en_6_c4_spm_text_document.bin" in msg and "dataset_c4_spm.tar" in msg
-    for p in (*data.FULL_TRAIN_PREFIXES, data.FULL_VALID_PREFIX):
+    for p in (*FULL.train_prefixes, FULL.valid_prefix):
         for ext in (".bin", ".idx"):
             (tmp_path / (p + ext)).write_bytes(b"")
     with pytest.raises(ConfigError, match="ckpt4000-consumed_samples=0"):
-        check_full(tmp_path, "gpt3")
+        check_full(tmp_path, "gpt3", FULL)
 
 
 def test_tiny_target_in_benchmark_yaml_equals_the_tiny_rules_window():

@@ -62,12 +62,13 @@ SHIPPED = [
 
 
 def _set_te(monkeypatch, installed: bool) -> None:
-    """gpt3 on CUDA takes Transformer Engine's layer spec where it imports (model.layer_spec)."""
-    import benchmarks.gpt3.config as gpt3
+    """The Megatron-GPT family on CUDA takes Transformer Engine's layer spec where it imports
+    (model.layer_spec)."""
+    import benchmarks.megatron_gpt as family
 
-    real = gpt3.find_spec
+    real = family.find_spec
     fake = object() if installed else None
-    monkeypatch.setattr(gpt3, "find_spec", lambda n: fake if n == "transformer_engine" else real(n))
+    monkeypatch.setattr(family, "find_spec", lambda n: fake if n == "transformer_engine" else real(n))
 
 
 @pytest.fixture(params=[True, False], ids=["te", "no-te"])
