@@ -27,6 +27,7 @@ BENCHMARK_WORDS = {
     "llama2_70b_lora": ("llama2",),
     "stable_diffusion": ("stable_diffusion", "test_sd_", "[sd"),
     "gnn": ("gnn",),
+    "llama31_8b": ("llama31",),
 }
 """A test belongs to the benchmark whose word its node id contains (the first that matches)."""
 

@@ -1,4 +1,5 @@
-"""Full-width layers on one GPU: a GPT-3 175B decoder layer and a Llama 2 70B LoRA decoder layer.
+"""Full-width layers on one GPU: a GPT-3 175B decoder layer, a Llama 3.1 8B decoder layer and a
+Llama 2 70B LoRA decoder layer.
 
 GPT-3 (hidden 12288, 96 heads, FFN 49152, sequence 2048, micro-batch 1, TP=1), forward + backward:
 - megatron-core `TransformerBlock` of one layer built by the benchmark's own code
@@ -7,6 +8,10 @@ GPT-3 (hidden 12288, 96 heads, FFN 49152, sequence 2048, micro-batch 1, TP=1), f
   the fp8 switch sets it), else megatron's local spec;
 - the same shapes in plain PyTorch (LayerNorm, fused QKV, SDPA causal attention, GELU MLP), in bf16
   and with its linears in FP8 through `torch._scaled_mm` (fp8.py): the FP8 figure where TE is missing.
+Llama 3.1 8B (hidden 4096, 32/8 heads, SwiGLU 14336, sequence 8192, micro-batch 1, TP=1), forward +
+backward in bf16: megatron-core `TransformerBlock` of one layer with llama31_8b's provider
+(reference_impls/megatron_gpt/llama31.py: RMSNorm, SwiGLU, GQA, RoPE with the 3.1 scaling), the TE
+spec where TE imports (and FP8 through it), else the local spec.
 Llama 2 70B LoRA (hidden 8192, 64/8 heads, FFN 28672, sequence 8192, micro-batch 1): one decoder layer
 of the benchmark's model (fused QKV + peft LoRA r16 on qkv_proj/o_proj, SDPA), forward + backward,
 in bf16, in FP8 through torchao (the benchmark's fp8 switch) when torchao imports, and with its frozen
@@ -30,6 +35,9 @@ from bench.gpu.timing import peak_memory_gib, reset_memory, time_steps
 
 # Toy widths for the CPU smoke test (CI): the same code, sizes a 2-core CPU steps in milliseconds.
 GPT3_TOY = dict(hidden_size=64, num_attention_heads=4, ffn_hidden_size=256, max_sequence_length=32)
+LLAMA31_TOY = dict(
+    hidden_size=64, num_attention_heads=4, num_query_groups=2, ffn_hidden_size=176, max_sequence_length=32
+)
 LLAMA_TOY = dict(
     hidden_size=64,
     intermediate_size=128,
@@ -91,6 +99,19 @@ def gpt3_config(smoke: bool, fp8: bool = False):
     )
 
 
+def llama31_config(smoke: bool, fp8: bool = False):
+    from benchmarks.llama31_8b.config import Llama31Config
+
+    return Llama31Config(
+        num_layers=1,
+        global_batch_size=32,
+        micro_batch_size=1,
+        precision="bf16",
+        fp8=fp8,
+        **(LLAMA31_TOY if smoke else {}),
+    )
+
+
 def _figures(ctx, flop: float, timing: dict, tokens: int, peak_key: str) -> dict:
     """MFU against the peak of the precision measured; FP8 rows also against the bf16 peak, the
     convention of published MFU figures (so the two rows compare directly)."""
@@ -109,13 +130,13 @@ def _figures(ctx, flop: float, timing: dict, tokens: int, peak_key: str) -> dict
     return out
 
 
-def _mcore_gpt3(ctx, fp8: bool) -> dict:
+def _mcore_layer(ctx, cfg, flop: float, fp8: bool) -> dict:
+    """One decoder layer of the Megatron-GPT family (the config's model provider), forward + backward."""
     from megatron.core.transformer.module import Float16Module
     from megatron.core.transformer.transformer_block import TransformerBlock
 
     from reference_impls.megatron_gpt import model as gm
 
-    cfg = gpt3_config(ctx.smoke, fp8)
     s, b, h = cfg.max_sequence_length, cfg.micro_batch_size, cfg.hidden_size
     layout = _one_rank(cfg)
     with megatron_world(ctx.device, layout):
@@ -131,9 +152,22 @@ def _mcore_gpt3(ctx, fp8: bool) -> dict:
         x = torch.randn(s, b, h, device=ctx.device, dtype=tcfg.params_dtype, requires_grad=True)
         grad = torch.randn_like(x)
         params = list(block.parameters())
+        kw = {"fp32_output": False} if tcfg.bf16 else {}
+        rope = gm.provider(cfg).model_fields(cfg)
+        if rope.get("position_embedding_type") == "rope":  # GPTModel makes these for its decoder
+            from megatron.core.models.common.embeddings.rotary_pos_embedding import RotaryEmbedding
+
+            emb = RotaryEmbedding(
+                kv_channels=tcfg.kv_channels,
+                rotary_percent=1.0,
+                rotary_base=rope["rotary_base"],
+                rope_scaling=rope["rope_scaling"],
+                rope_scaling_factor=rope["rope_scaling_factor"],
+            )
+            kw["rotary_pos_emb"] = emb(s).to(ctx.device)
 
         def step():
-            out = block(x, attention_mask=None, **({"fp32_output": False} if tcfg.bf16 else {}))
+            out = block(x, attention_mask=None, **kw)
             out = out[0] if isinstance(out, tuple) else out
             out.backward(grad)
             for p in params:
@@ -141,8 +175,22 @@ def _mcore_gpt3(ctx, fp8: bool) -> dict:
             x.grad = None
 
         timing = time_steps(step, ctx.device, ctx.warmup, ctx.iters)
-        flop = flops.gpt_layer_flops(b, s, h, cfg.ffn_hidden_size)
         return _figures(ctx, flop, timing, b * s, "fp8" if fp8 else "bf16")
+
+
+def _mcore_gpt3(ctx, fp8: bool) -> dict:
+    cfg = gpt3_config(ctx.smoke, fp8)
+    flop = flops.gpt_layer_flops(
+        cfg.micro_batch_size, cfg.max_sequence_length, cfg.hidden_size, cfg.ffn_hidden_size
+    )
+    return _mcore_layer(ctx, cfg, flop, fp8)
+
+
+def _mcore_llama31(ctx, fp8: bool) -> dict:
+    from benchmarks.llama31_8b.cost import layer_fwd_flops
+
+    cfg = llama31_config(ctx.smoke, fp8)
+    return _mcore_layer(ctx, cfg, 3.0 * cfg.micro_batch_size * layer_fwd_flops(cfg), fp8)
 
 
 class TorchGptLayer(nn.Module):
@@ -258,6 +306,18 @@ def checks(ctx) -> Iterator[Check]:
             lambda: _mcore_gpt3(ctx, True),
         ),
         ("gpt3_layer/torch/bf16", "plain PyTorch, same shapes (SDPA)", None, lambda: _torch_gpt3(ctx, False)),
+        (
+            "llama31_layer/mcore/bf16",
+            f"megatron-core TransformerBlock, llama31_8b's provider, {spec}",
+            no_mcore,
+            lambda: _mcore_llama31(ctx, False),
+        ),
+        (
+            "llama31_layer/mcore-te/fp8",
+            "megatron-core TransformerBlock, llama31_8b's provider, TE spec, FP8 hybrid",
+            no_mcore or no_te,
+            lambda: _mcore_llama31(ctx, True),
+        ),
         (
             "gpt3_layer/torch-scaled_mm/fp8",
             "plain PyTorch, same shapes, linears in FP8 via torch._scaled_mm",

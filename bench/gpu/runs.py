@@ -127,7 +127,13 @@ class Job:
         gpt3 10-30 s, LoRA and GNN 30-90 s, SD 60-130 s + eval, measured;
         a GPU cuts the step time, not the Python overhead of models this small), plus ~90 s where
         the switch compiles with torch.compile (SD cuda_graphs, llama2 compile)."""
-        own = {"stable_diffusion": 75.0, "llama2_70b_lora": 45.0, "gnn": 45.0, "gpt3": 20.0}
+        own = {
+            "stable_diffusion": 75.0,
+            "llama2_70b_lora": 45.0,
+            "gnn": 45.0,
+            "gpt3": 20.0,
+            "llama31_8b": 25.0,
+        }
         compiles = (self.bench, self.switch) in {
             ("stable_diffusion", "cuda_graphs"),
             ("llama2_70b_lora", "compile"),

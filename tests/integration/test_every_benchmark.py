@@ -71,6 +71,10 @@ CASES = {
     # GBS 32: MBS 32 / 16; the loss is read back at a UNet checkpoint, here the first one at 1,600
     # images (50 steps, the shipped cadence), scored there (eval_start_images, shipped 9,600) with 2
     # sampling steps instead of 4 (both runs alike), then the cap ends it
+    # GBS 16: MBS 16 / 8; an eval every 12 steps; clean: test_llama31_tiny's uninterrupted run (seed 7)
+    "llama31_8b": Case(
+        (), ("micro_batch_size=8",), ("stop_after_steps=12",), "log_perplexity", shared="llama31_8b"
+    ),
     "stable_diffusion": Case(
         (),
         ("micro_batch_size=16",),
@@ -85,8 +89,9 @@ CASES = {
 }
 
 
-def _poison_gpt3(data: Path) -> None:
-    """Shuffle the validation tokens (uint16 .bin; the .idx document lengths stay)."""
+def _poison_megatron(data: Path) -> None:
+    """Shuffle the validation tokens (uint16 .bin; the .idx document lengths stay): the
+    Megatron-GPT family's tiny corpus (gpt3, llama31_8b)."""
     from reference_impls.megatron_gpt.data import VALID_PREFIX
 
     path = data / f"{VALID_PREFIX}.bin"
@@ -132,7 +137,8 @@ def _poison_sd(data: Path) -> None:
 
 
 POISON = {
-    "gpt3": _poison_gpt3,
+    "gpt3": _poison_megatron,
+    "llama31_8b": _poison_megatron,
     "llama2_70b_lora": _poison_llama2,
     "gnn": _poison_gnn,
     "stable_diffusion": _poison_sd,
@@ -176,6 +182,10 @@ def _prepared(tmp_path_factory, bench: str) -> Path:
         from gpt3_helpers import prepared_data_dir
 
         return prepared_data_dir(tmp_path_factory)
+    if bench == "llama31_8b":
+        from llama31_helpers import prepared
+
+        return prepared(tmp_path_factory)
     name, sub = SHARED_DATA[bench]
 
     def make(folder: Path):
@@ -200,7 +210,17 @@ def _shared_gnn(tmp_path_factory) -> tuple[Path, Path]:
     return Path(doc["runs"][0]["run_dir"]), data
 
 
-SHARED_RUNS = {"gpt3": _shared_gpt3, "gnn": _shared_gnn}  # -> (run folder, its data folder)
+def _shared_llama31(tmp_path_factory) -> tuple[Path, Path]:
+    from llama31_helpers import plain_run, prepared
+
+    return Path(plain_run(tmp_path_factory)["run_dir"]), prepared(tmp_path_factory)
+
+
+SHARED_RUNS = {
+    "gpt3": _shared_gpt3,
+    "gnn": _shared_gnn,
+    "llama31_8b": _shared_llama31,
+}  # -> (run folder, data)
 
 
 def _short_run(tmp: Path, bench: str, data: Path, sets: tuple[str, ...], seed: int) -> Path:

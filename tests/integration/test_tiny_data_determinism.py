@@ -41,6 +41,8 @@ CHEAP: dict[str, list[str]] = {
     "llama2_70b_lora": ["tiny_pretrain_steps=3"],
     # Nothing: a tiny prepare takes about 3 s.
     "gnn": [],
+    # Nothing: the corpus only (pretraining from scratch: no checkpoint to pretrain).
+    "llama31_8b": [],
     # The tiny VAE and the FID/CLIP classifier: 2 steps each instead of 150 and 300.
     "stable_diffusion": ["tiny_vae_steps=2", "tiny_classifier_steps=2"],
 }
