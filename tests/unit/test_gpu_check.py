@@ -118,6 +118,12 @@ def test_smoke_layers_and_steps_ran_with_their_flops(smoke):
         assert c.status == "ok", c.detail
         assert c.figures["flops_per_step"] == toy and c.figures["step_s"] > 0
         assert c.figures["mfu"] is None  # no peak on a CPU: no MFU rather than a made-up one
+    from bench.gpu.layers import llama31_config
+    from benchmarks.llama31_8b.cost import layer_fwd_flops
+
+    llama = by_name["llama31_layer/mcore/bf16"]  # the Llama provider's layer, RoPE passed as GPTModel does
+    assert llama.status == "ok", llama.detail
+    assert llama.figures["flops_per_step"] == 3.0 * layer_fwd_flops(llama31_config(True))
     for name in (
         "llama2_lora_layer/bf16",
         "llama2_lora_layer/torch-scaled_mm/fp8",
@@ -128,7 +134,7 @@ def test_smoke_layers_and_steps_ran_with_their_flops(smoke):
         assert by_name[name].figures["flops_per_step"] > 0
     assert by_name["llama2_lora_layer/bf16"].figures["trainable_params"] > 0
     assert by_name["rgat_step"].figures["batch_edges"] > 0
-    for name in ("gpt3_layer/mcore-te/fp8", "llama2_lora_layer/torchao/fp8"):
+    for name in ("gpt3_layer/mcore-te/fp8", "llama31_layer/mcore-te/fp8", "llama2_lora_layer/torchao/fp8"):
         assert by_name[name].status == "skipped" and "needs CUDA" in by_name[name].detail
 
 
