@@ -64,3 +64,14 @@ def mfu(flops: float, seconds: float, peak_tflops_value: float | None) -> float 
     if not peak_tflops_value or seconds <= 0:
         return None
     return flops / seconds / (peak_tflops_value * 1e12)
+
+
+def flux_block_flops(batch: int, tokens: int, dim: int, single: bool) -> float:
+    """Forward + backward of one FLUX.1 block (diffusers FluxTransformerBlock / FluxSingleTransformerBlock)
+    over `tokens` joint tokens (image + text), width `dim` = heads x head dim: per token 24 dim^2 of
+    linears in either kind (double: each stream's Q, K, V, output projection and 4 x dim GELU MLP;
+    single: Q, K, V, the 4 x dim MLP in and the fused (dim + 4 dim) -> dim out), the joint attention
+    4 tokens^2 dim, and per sample the AdaLN modulation (double: two dim -> 6 dim; single: dim -> 3 dim)."""
+    d, n = dim, tokens
+    modulation = 2 * d * 3 * d if single else 2 * (2 * d * 6 * d)
+    return 3.0 * batch * (modulation + 24 * n * d * d + 4 * n * n * d)

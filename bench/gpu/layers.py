@@ -12,6 +12,10 @@ Llama 3.1 8B (hidden 4096, 32/8 heads, SwiGLU 14336, sequence 8192, micro-batch 
 backward in bf16: megatron-core `TransformerBlock` of one layer with llama31_8b's provider
 (reference_impls/megatron_gpt/llama31.py: RMSNorm, SwiGLU, GQA, RoPE with the 3.1 scaling), the TE
 spec where TE imports (and FP8 through it), else the local spec.
+FLUX.1 (flux1): one double-stream and one single-stream block of diffusers' FluxTransformer2DModel
+at the reference's shapes (24 heads x 128 = 3072 wide; 256 image tokens, a 256-pixel image's 32 x 32
+latents packed 2 x 2, and T5's 256 text tokens; the joint RoPE over (0, row, col) ids), micro-batch
+16, bf16, forward + backward.
 Llama 2 70B LoRA (hidden 8192, 64/8 heads, FFN 28672, sequence 8192, micro-batch 1): one decoder layer
 of the benchmark's model (fused QKV + peft LoRA r16 on qkv_proj/o_proj, SDPA), forward + backward,
 in bf16, in FP8 through torchao (the benchmark's fp8 switch) when torchao imports, and with its frozen
@@ -110,6 +114,45 @@ def llama31_config(smoke: bool, fp8: bool = False):
         fp8=fp8,
         **(LLAMA31_TOY if smoke else {}),
     )
+
+
+FLUX_TOY = dict(heads=4, head_dim=16, axes=(4, 6, 6), image_side=4, text=8, batch=2)
+FLUX_FULL = dict(heads=24, head_dim=128, axes=(16, 56, 56), image_side=16, text=256, batch=16)
+"""The reference's block shapes (diffusers defaults = FLUX.1-schnell: axes_dims_rope (16, 56, 56));
+the image side is in packed tokens: 256-pixel images -> 32 x 32 latents -> 16 x 16 tokens."""
+
+
+def _flux_block(ctx, single: bool) -> dict:
+    from diffusers.models.transformers.transformer_flux import (
+        FluxPosEmbed,
+        FluxSingleTransformerBlock,
+        FluxTransformerBlock,
+    )
+
+    f = FLUX_TOY if ctx.smoke else FLUX_FULL
+    d, side, m, b = f["heads"] * f["head_dim"], f["image_side"], f["text"], f["batch"]
+    kind = FluxSingleTransformerBlock if single else FluxTransformerBlock
+    dtype = torch.bfloat16
+    reset_memory(ctx.device)
+    block = kind(d, f["heads"], f["head_dim"]).to(ctx.device, dtype)
+    rows, cols = torch.meshgrid(torch.arange(side), torch.arange(side), indexing="ij")
+    image_ids = torch.stack([torch.zeros_like(rows), rows, cols], dim=-1).reshape(-1, 3)
+    ids = torch.cat([torch.zeros(m, 3, dtype=image_ids.dtype), image_ids]).to(ctx.device)
+    rope = FluxPosEmbed(theta=10000, axes_dim=list(f["axes"]))(ids)
+    x = torch.randn(b, side * side, d, device=ctx.device, dtype=dtype, requires_grad=True)
+    c = torch.randn(b, m, d, device=ctx.device, dtype=dtype, requires_grad=True)
+    temb = torch.randn(b, d, device=ctx.device, dtype=dtype, requires_grad=True)  # the timestep's, trained
+    params = list(block.parameters())
+
+    def step():
+        enc, hid = block(x, c, temb, image_rotary_emb=rope)
+        torch.autograd.backward([enc, hid], [torch.ones_like(enc), torch.ones_like(hid)])
+        for t in (*params, x, c, temb):
+            t.grad = None
+
+    timing = time_steps(step, ctx.device, ctx.warmup, ctx.iters)
+    flop = flops.flux_block_flops(b, side * side + m, d, single)
+    return _figures(ctx, flop, timing, b * (side * side + m), "bf16")
 
 
 def _figures(ctx, flop: float, timing: dict, tokens: int, peak_key: str) -> dict:
@@ -323,6 +366,18 @@ def checks(ctx) -> Iterator[Check]:
             "plain PyTorch, same shapes, linears in FP8 via torch._scaled_mm",
             None,
             lambda: _torch_gpt3(ctx, True),
+        ),
+        (
+            "flux1_block/double/bf16",
+            "diffusers FluxTransformerBlock (double stream), joint RoPE, SDPA",
+            None,
+            lambda: _flux_block(ctx, single=False),
+        ),
+        (
+            "flux1_block/single/bf16",
+            "diffusers FluxSingleTransformerBlock, joint RoPE, SDPA",
+            None,
+            lambda: _flux_block(ctx, single=True),
         ),
         (
             "llama2_lora_layer/bf16",

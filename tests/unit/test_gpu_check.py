@@ -125,6 +125,8 @@ def test_smoke_layers_and_steps_ran_with_their_flops(smoke):
     assert llama.status == "ok", llama.detail
     assert llama.figures["flops_per_step"] == 3.0 * layer_fwd_flops(llama31_config(True))
     for name in (
+        "flux1_block/double/bf16",
+        "flux1_block/single/bf16",
         "llama2_lora_layer/bf16",
         "llama2_lora_layer/torch-scaled_mm/fp8",
         "sd_unet_step",
@@ -273,3 +275,21 @@ def test_the_note_names_the_device_invocation_with_the_project_pins():
     rehearse = (REPO / "bench" / "gpu_rehearse.sh").read_text()
     travel = rehearse.split("TRAVEL=(", 1)[1].split(")", 1)[0].split()
     assert len(travel) >= 10 and all(f" {w}" in doc for w in travel), travel
+
+
+@pytest.mark.parametrize("single", [False, True], ids=["double", "single"])
+def test_flux_block_flops_equal_torch_flop_counter(single):
+    """The GPU script's FLUX.1 rows divide by flops.flux_block_flops: the toy blocks' measured count."""
+    from diffusers.models.transformers.transformer_flux import (
+        FluxSingleTransformerBlock,
+        FluxTransformerBlock,
+    )
+
+    heads, hd, n, m, b = 4, 16, 16, 8, 2
+    d = heads * hd
+    block = (FluxSingleTransformerBlock if single else FluxTransformerBlock)(d, heads, hd)
+    x, c, temb = (torch.randn(*s, requires_grad=True) for s in ((b, n, d), (b, m, d), (b, d)))
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        enc, hid = block(x, c, temb)
+        (enc.sum() + hid.sum()).backward()
+    assert counter.get_total_flops() == flops.flux_block_flops(b, n + m, d, single)
