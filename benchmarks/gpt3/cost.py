@@ -63,14 +63,25 @@ class Gpt3Cost(Cost):
             "optimizer": stage * opt / shard,
         }
 
-    def workload(self, cfg: MegatronGptConfig, size: str) -> Workload:
-        fwd = dense_transformer_fwd_flops(
+    RECOMPUTE = {"none": Recompute(34, 0.0), "selective": Recompute(26, 0.05), "full": Recompute(2, 1 / 3)}
+    """Activation bytes kept per token per hidden unit per layer, by recompute (a GELU GPT layer)."""
+    MBS_CHOICES: tuple[int, ...] = (1, 2, 4)
+    CP_CHOICES: tuple[int, ...] = (1, 2)
+
+    def fwd_flops(self, cfg: MegatronGptConfig) -> float:
+        """Forward FLOPs of one sequence (~0.73e15 at GPT-3's full size)."""
+        return dense_transformer_fwd_flops(
             cfg.num_layers, cfg.hidden_size, cfg.ffn_hidden_size, cfg.max_sequence_length, cfg.vocab_size
-        )  # ~0.73e15 at full size
-        n = self.parameters(cfg)["total"]
+        )
+
+    def kv_fraction(self, cfg: MegatronGptConfig) -> float:
+        """KV heads per query head (1: multi-head attention)."""
+        return 1.0
+
+    def workload(self, cfg: MegatronGptConfig, size: str) -> Workload:
         return Workload.fully_trained(
-            fwd,
-            n,
+            self.fwd_flops(cfg),
+            self.parameters(cfg)["total"],
             kind="model_parallel",
             precision="fp8",
             cfg=cfg,
@@ -80,14 +91,11 @@ class Gpt3Cost(Cost):
             hidden=cfg.hidden_size,
             seq=cfg.max_sequence_length,
             vocab=cfg.vocab_size,
-            recompute={
-                "none": Recompute(34, 0.0),
-                "selective": Recompute(26, 0.05),
-                "full": Recompute(2, 1 / 3),
-            },
+            kv_fraction=self.kv_fraction(cfg),
+            recompute=self.RECOMPUTE,
             fp8_act_factor=0.8,
-            mbs_choices=(1, 2, 4),
-            cp_choices=(1, 2),
+            mbs_choices=self.MBS_CHOICES,
+            cp_choices=self.CP_CHOICES,
         )
 
     def params_per_stage(self, w: Workload, tp: int, pp: int) -> float:

@@ -45,6 +45,11 @@ def layer_fwd_flops(cfg: Llama31Config) -> int:
 
 
 class Llama31Cost(Gpt3Cost):
+    # SwiGLU keeps both branches' inputs: more bytes per token than GPT's GELU MLP.
+    RECOMPUTE = {"none": Recompute(38, 0.0), "selective": Recompute(30, 0.05), "full": Recompute(2, 1 / 3)}
+    MBS_CHOICES = (1, 2)
+    CP_CHOICES = (1, 2, 4)
+
     def stages(self, cfg: Any, tp: int = 1, pp: int = 1) -> list[int]:
         shape = (
             cfg.num_layers,
@@ -56,33 +61,14 @@ class Llama31Cost(Gpt3Cost):
         )
         return list(_stages(shape, tp, pp))
 
-    def workload(self, cfg: MegatronGptConfig, size: str) -> Workload:
+    def fwd_flops(self, cfg: MegatronGptConfig) -> float:
         assert isinstance(cfg, Llama31Config)
         s = cfg.max_sequence_length
-        fwd = cfg.num_layers * layer_fwd_flops(cfg) + s * 2 * cfg.vocab_size * cfg.hidden_size
-        return Workload.fully_trained(
-            fwd,
-            self.parameters(cfg)["total"],
-            kind="model_parallel",
-            precision="fp8",
-            cfg=cfg,
-            size=size,
-            supports=("tp", "pp", "vp", "cp"),
-            layers=cfg.num_layers,
-            hidden=cfg.hidden_size,
-            seq=s,
-            vocab=cfg.vocab_size,
-            kv_fraction=cfg.num_query_groups / cfg.num_attention_heads,
-            # SwiGLU keeps both branches' inputs: more bytes per token than GPT's GELU MLP.
-            recompute={
-                "none": Recompute(38, 0.0),
-                "selective": Recompute(30, 0.05),
-                "full": Recompute(2, 1 / 3),
-            },
-            fp8_act_factor=0.8,
-            mbs_choices=(1, 2),
-            cp_choices=(1, 2, 4),
-        )
+        return cfg.num_layers * layer_fwd_flops(cfg) + s * 2 * cfg.vocab_size * cfg.hidden_size
+
+    def kv_fraction(self, cfg: MegatronGptConfig) -> float:
+        assert isinstance(cfg, Llama31Config)
+        return cfg.num_query_groups / cfg.num_attention_heads
 
     def evals(self, w: Workload, samples: float, gbs: int) -> tuple[float, float]:
         every = math.ceil(w.cfg.eval_interval_samples / gbs) * gbs
