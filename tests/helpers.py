@@ -227,6 +227,19 @@ def session_root(tmp_path_factory) -> Path:
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
+def prepared_once(tmp_path_factory, name: str, benchmark: str, sub: str = "") -> Path:
+    """`mlperf prepare BENCHMARK --data-dir FOLDER[/SUB]` once per pytest run (once_per_run `name`),
+    which must exit 0; returns the data folder. The tests of several modules read the one folder."""
+
+    def make(folder: Path):
+        argv = mlperf_argv("prepare", benchmark, "--data-dir", str(folder / sub if sub else folder))
+        r = subprocess.run(argv, cwd=REPO, env=env(), capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-3000:]
+
+    folder = once_per_run(tmp_path_factory, name, make)
+    return folder / sub if sub else folder
+
+
 def once_per_run(tmp_path_factory, name: str, make) -> Path:
     """`make(folder)` for `name` once per pytest run, whichever worker asks first; the others wait
     on a file lock and reuse the folder. An uninterrupted run that several tests compare with (or a

@@ -3,10 +3,9 @@ each made once per pytest run (test_llama31_tiny.py, test_every_benchmark.py).""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
-from helpers import REPO, env, mlperf_argv, once_per_run, uninterrupted_run
+from helpers import prepared_once, uninterrupted_run
 
 SEED = 7
 """The shared uninterrupted run's seed (also the GA test's: test_every_benchmark CASES)."""
@@ -15,15 +14,7 @@ SEED = 7
 def prepared(tmp_path_factory) -> Path:
     """`mlperf prepare llama31_8b` once per pytest run (the on-demand prepare inside `mlperf run` is
     gpt3's quick-start test's; the family's prepare is the same code)."""
-
-    def make(folder: Path):
-        r = subprocess.run(
-            mlperf_argv("prepare", "llama31_8b", "--data-dir", str(folder)),
-            cwd=REPO, env=env(), capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
-        assert r.returncode == 0, r.stderr[-3000:]
-
-    return once_per_run(tmp_path_factory, "llama31-data", make)
+    return prepared_once(tmp_path_factory, "llama31-data", "llama31_8b")
 
 
 def plain_run(tmp_path_factory) -> dict:

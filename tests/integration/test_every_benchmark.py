@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import REPO, env, events, mlperf_argv, once_per_run, uninterrupted_run
+from helpers import REPO, env, events, mlperf_argv, prepared_once, uninterrupted_run
 
 import benchmarks
 from harness.core import data_manifest
@@ -172,29 +172,17 @@ SHARED_DATA = {
     "llama2_70b_lora": ("llama2-data", ""),
     "gnn": ("gnn-data", ""),
     "stable_diffusion": ("sd-data", "data"),
+    "llama31_8b": ("llama31-data", ""),
 }
 
 
 def _prepared(tmp_path_factory, bench: str) -> Path:
-    import subprocess
-
     if bench == "gpt3":
         from gpt3_helpers import prepared_data_dir
 
         return prepared_data_dir(tmp_path_factory)
-    if bench == "llama31_8b":
-        from llama31_helpers import prepared
-
-        return prepared(tmp_path_factory)
     name, sub = SHARED_DATA[bench]
-
-    def make(folder: Path):
-        argv = mlperf_argv("prepare", bench, "--data-dir", str(folder / sub if sub else folder))
-        r = subprocess.run(argv, cwd=REPO, env=env(), capture_output=True, text=True, timeout=600)
-        assert r.returncode == 0, r.stderr[-3000:]
-
-    folder = once_per_run(tmp_path_factory, name, make)
-    return folder / sub if sub else folder
+    return prepared_once(tmp_path_factory, name, bench, sub)
 
 
 def _shared_gpt3(tmp_path_factory) -> tuple[Path, Path]:
@@ -211,9 +199,9 @@ def _shared_gnn(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def _shared_llama31(tmp_path_factory) -> tuple[Path, Path]:
-    from llama31_helpers import plain_run, prepared
+    from llama31_helpers import plain_run
 
-    return Path(plain_run(tmp_path_factory)["run_dir"]), prepared(tmp_path_factory)
+    return Path(plain_run(tmp_path_factory)["run_dir"]), _prepared(tmp_path_factory, "llama31_8b")
 
 
 SHARED_RUNS = {

@@ -4,21 +4,18 @@ tiny target, and the log passes the official compliance checker with the tiny ru
 (FSDP2 over gloo) the same, and a kill -9 + `--resume` that continues the uninterrupted run's curve."""
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 from helpers import (
-    REPO,
     assert_resumed_curve_matches,
     check_as_tree,
-    env,
     events,
     kill_after_first_checkpoint,
     mlperf_argv,
     official_check,
-    once_per_run,
     one_run_args,
+    prepared_once,
     resume_run,
     uninterrupted_run,
 )
@@ -32,15 +29,7 @@ pytestmark = pytest.mark.slow
 def data(tmp_path_factory):
     """`mlperf prepare llama2_70b_lora` once per pytest run (the on-demand prepare inside `mlperf
     run` is the gpt3 quick start's test): every run here, on either xdist worker, reads it."""
-
-    def make(folder: Path):
-        r = subprocess.run(
-            mlperf_argv("prepare", "llama2_70b_lora", "--data-dir", str(folder)),
-            cwd=REPO, env=env(), capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
-        assert r.returncode == 0, r.stderr[-3000:]
-
-    return once_per_run(tmp_path_factory, "llama2-data", make)
+    return prepared_once(tmp_path_factory, "llama2-data", "llama2_70b_lora")
 
 
 def _run_one(mlperf, results: Path, data: Path, seed: int, *extra: str) -> dict:
