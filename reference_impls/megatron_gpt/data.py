@@ -171,7 +171,7 @@ def build_datasets(data_dir: Path, cfg, size: str, seed: int, cache_dir: Path | 
 
     from reference_impls.megatron_gpt.datafiles import full_data
 
-    full = full_data(cfg)  # the model's C4 files at full size (its tokenizer's)
+    full = full_data(type(cfg))  # the model's C4 files at full size (its tokenizer's)
     train_prefixes = TRAIN_PREFIXES if size == "tiny" else full.train_prefixes
     valid_prefix = VALID_PREFIX if size == "tiny" else full.valid_prefix
     eod = EOD if size == "tiny" else full.eod

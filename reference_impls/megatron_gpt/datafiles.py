@@ -35,9 +35,9 @@ class FullData:
     """(path relative to the data folder, where it comes from) of every other file read."""
 
 
-def full_data(cfg) -> FullData:
-    """The FULL_DATA of the config's model provider (a torch-free module attribute)."""
-    return importlib.import_module(type(cfg).MODEL_PROVIDER).FULL_DATA
+def full_data(config: type) -> FullData:
+    """The FULL_DATA of a config class's model provider (a torch-free module attribute)."""
+    return importlib.import_module(config.MODEL_PROVIDER).FULL_DATA
 
 
 def full_files(data_dir: Path, full: FullData) -> list[tuple[Path, str]]:

@@ -7,7 +7,7 @@ param gather, activation recompute, interleaved pipeline with VP chunks) and `pr
 bf16 params in megatron's Float16Module, fp32 master weights in the optimizer, as Megatron-LM).
 CPU: the local layer spec (torch LayerNorm/Linear) over gloo with `cpu_compat` enabled. GPU: the
 Transformer Engine spec when TE is installed (required for fp8) and the CUDA-only switches (fp8,
-CUDA graphs, TP comm overlap). Context parallelism is refused (benchmarks/gpt3/config.py).
+CUDA graphs, TP comm overlap). Context parallelism is refused (benchmarks/megatron_gpt.py SWITCHES).
 
 Checkpoints: `tiny_state()` / `load_tiny_state()` move full (unsharded, TP=1 PP=1) tensors of the
 model and Adam moments in and out of a sharded model, slicing along each parameter's
@@ -166,6 +166,7 @@ def build(cfg, layout, device: str):
         use_distributed_optimizer=ddp_cfg.use_distributed_optimizer,
     )
     optimizer = get_megatron_optimizer(opt_cfg, model)
+    weight_decay = opt_cfg.weight_decay  # constant over the run (the rules' fixed value)
     scheduler = OptimizerParamScheduler(
         optimizer,
         init_lr=0.0,
@@ -174,8 +175,8 @@ def build(cfg, layout, device: str):
         lr_warmup_steps=cfg.opt_learning_rate_warmup_steps,
         lr_decay_steps=cfg.decay_end_step(),
         lr_decay_style="cosine",
-        start_wd=cfg.adam()["weight_decay"],
-        end_wd=cfg.adam()["weight_decay"],
+        start_wd=weight_decay,
+        end_wd=weight_decay,
         wd_incr_steps=cfg.decay_end_step(),
         wd_incr_style="constant",
     )
@@ -237,7 +238,8 @@ def _global_names(chunk_module):
         if m:
             layer = chunk_module.decoder.layers[int(m.group(1))]
             gname = _LAYER.sub(f"decoder.layers.{layer.layer_number - 1}.", name)
-        if gname == "output_layer.weight" and not ps.is_pipeline_first_stage():
+        tied = chunk_module.share_embeddings_and_output_weights  # gpt3; llama31_8b's are untied
+        if tied and gname == "output_layer.weight" and not ps.is_pipeline_first_stage():
             gname = "embedding.word_embeddings.weight"  # tied copy on the last stage
         yield gname, p
 

@@ -137,6 +137,6 @@ def prepare(plan: RunPlan, log=_stderr) -> Path:
         log(f"{plan.benchmark} {plan.size}: {plan.data_dir} is already prepared")
         return Path(plan.data_dir) / MANIFEST
     if plan.size == "full":
-        full = datafiles.full_data(bench.of(plan).config.model_construct())
+        full = datafiles.full_data(bench.of(plan).config)
         return manifest.write(plan, check_full(Path(plan.data_dir), plan.benchmark, full))
     return prepare_tiny(plan, log)
