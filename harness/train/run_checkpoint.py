@@ -43,7 +43,8 @@ class ShardedState(Protocol):
 class ModelState:
     """The ShardedState of a model and its optimizer, from a benchmark's collective
     `save(model, optimizer, folder)` and `load(model, optimizer, folder)` in its framework's
-    sharded format (megatron dist_checkpointing for gpt3, torch.distributed.checkpoint for llama2)."""
+    sharded format (megatron dist_checkpointing for the Megatron-GPT family; the plain-torch loops'
+    torch.distributed.checkpoint state is dcp_state.DcpState)."""
 
     def __init__(self, save, load, model, optimizer):
         self._save, self._load, self.model, self.optimizer = save, load, model, optimizer

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from benchmarks.llama2_70b_lora.config import Llama2LoraConfig
 from harness.core.benchmark import RunOutcome
 from harness.core.errors import ConfigError
+from harness.train.batch_order import BatchOrder
 from harness.train.run_checkpoint import RunCheckpointer
 from harness.train.runtime import Runtime
 from harness.train.timings import Timings
@@ -183,7 +184,7 @@ def run(rt: Runtime[Llama2LoraConfig]) -> RunOutcome:
     tr_labels, ev_labels = data.shift_labels(tr_labels), data.shift_labels(ev_labels)
     if device.type == "cuda":
         tr_ids, tr_labels = tr_ids.pin_memory(), tr_labels.pin_memory()
-    order = data.BatchOrder(n_train, cfg.global_batch_size, plan.seed + cfg.seed_offset)
+    order = BatchOrder(n_train, cfg.global_batch_size, plan.seed + cfg.seed_offset)
     mbs, ga = layout.micro_batch_size, layout.grad_accum
     timings = Timings(rt)
     samples, slots, success = first_step * cfg.global_batch_size, first_step // cfg.eval_interval_steps, False

@@ -183,7 +183,7 @@ def test_dataset_columns_and_missing_files(tmp_path):
 
 
 def test_batch_order_is_deterministic_and_split_over_ranks():
-    from reference_impls.llama2_70b_lora.data import BatchOrder
+    from harness.train.batch_order import BatchOrder
 
     a, b = BatchOrder(10, 4, seed=3), BatchOrder(10, 4, seed=3)
     assert a.global_batch(2).tolist() == b.global_batch(2).tolist()
