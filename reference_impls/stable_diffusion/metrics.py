@@ -22,12 +22,7 @@ import torch.nn.functional as F
 from scipy import linalg
 
 from harness.core.errors import ConfigError
-
-DIGITS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
-
-
-def caption(label: int) -> str:
-    return f"a photo of the digit {DIGITS[label]}"
+from reference_impls.tiny_images import DIGITS
 
 
 def label_of(text: str) -> int:

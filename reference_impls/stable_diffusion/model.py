@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from harness.core.errors import ConfigError
+from reference_impls.tiny_images import TinyTokenizer
 
 UNCOND = ""  # the empty prompt: classifier-free guidance's unconditional branch
 
@@ -169,23 +170,6 @@ def load_vae(cfg, data_dir: str):
                 f"{str(e).splitlines()[0][:200]})"
             ) from None
     return vae.eval().requires_grad_(False)
-
-
-class TinyTokenizer:
-    """Word-level tokenizer over the tiny captions' words (CLIP's BOS/EOS/pad conventions)."""
-
-    BOS, EOS, PAD = 0, 1, 2
-
-    def __init__(self, vocab: dict[str, int], max_length: int):
-        self.vocab, self.max_length = vocab, max_length
-
-    def __call__(self, captions: list[str]) -> torch.Tensor:
-        ids = torch.full((len(captions), self.max_length), self.PAD, dtype=torch.long)
-        for i, c in enumerate(captions):
-            words = [self.vocab[w] for w in c.lower().split() if w in self.vocab]
-            toks = ([self.BOS] + words + [self.EOS])[: self.max_length]
-            ids[i, : len(toks)] = torch.tensor(toks)
-        return ids
 
 
 class TextEncoder(torch.nn.Module):

@@ -34,11 +34,10 @@ from benchmarks.stable_diffusion.config import StableDiffusionConfig
 from harness.core.errors import ConfigError
 from harness.core.runplan import RunPlan
 from reference_impls.stable_diffusion import data, vae_config
+from reference_impls.tiny_images import SPLIT_SEED
 
-SPLIT_SEED = 2023  # the reference's COCO subset seed
 SHARDS = 4
 # Training steps: the config's tiny_vae_steps and tiny_classifier_steps (150 and 300).
-VAE_BATCH, VAE_LR, VAE_KL = 32, 3e-3, 1e-4
 CLF_BATCH, CLF_LR = 64, 1e-2
 
 
@@ -62,66 +61,22 @@ def _npy(arr: np.ndarray) -> bytes:
 def generate_tiny(plan: RunPlan) -> list[Path]:
     import torch
     import torch.nn.functional as F
-    from diffusers import AutoencoderKL
-    from sklearn.datasets import load_digits
-    from transformers import CLIPTextConfig, CLIPTextModel
 
-    from reference_impls.stable_diffusion.metrics import DIGITS, DigitsClassifier, caption, stats
-    from reference_impls.stable_diffusion.model import TinyTokenizer
+    from reference_impls import tiny_images
+    from reference_impls.stable_diffusion.metrics import DigitsClassifier, stats
+    from reference_impls.tiny_images import caption, vocabulary
 
     cfg = StableDiffusionConfig.model_validate(plan.config)
     torch.set_num_threads(plan.threads_per_process)
     root = Path(plan.data_dir)
-    digits = load_digits()
-    x = torch.tensor(digits.images, dtype=torch.float32)[:, None] / 16 * 2 - 1
-    images = F.interpolate(x, size=2 * cfg.latent_size, mode="bilinear", align_corners=False).clamp(-1, 1)
-    images = images.repeat(1, 3, 1, 1)
-    labels = torch.tensor(digits.target)
-    n_eval = cfg.eval_samples
-    if n_eval + cfg.train_samples > len(labels):
-        raise ConfigError(
-            f"tiny data: train_samples {cfg.train_samples} + eval_samples {n_eval} exceed the "
-            f"{len(labels)} digits"
-        )
-    perm = torch.randperm(len(labels), generator=torch.Generator().manual_seed(SPLIT_SEED))
-    ev, tr = perm[:n_eval], perm[n_eval : n_eval + cfg.train_samples]
+    images, labels = tiny_images.digits(2 * cfg.latent_size)
+    ev, tr = tiny_images.split(len(labels), cfg.eval_samples, cfg.train_samples)
     files: list[Path] = []
 
     # VAE: factor 2 (two levels), KL-regularised autoencoder; only shift/scale are derived from data.
-    torch.manual_seed(SPLIT_SEED)
-    vae = AutoencoderKL(
-        in_channels=3,
-        out_channels=3,
-        block_out_channels=(16, 32),
-        down_block_types=("DownEncoderBlock2D",) * 2,
-        up_block_types=("UpDecoderBlock2D",) * 2,
-        layers_per_block=1,
-        latent_channels=cfg.latent_channels,
-        norm_num_groups=16,
-        sample_size=2 * cfg.latent_size,
-    )
-    opt = torch.optim.Adam(vae.parameters(), lr=VAE_LR)
-    g = torch.Generator().manual_seed(SPLIT_SEED + 1)
-    for _ in range(cfg.tiny_vae_steps):
-        batch = images[tr[torch.randint(0, len(tr), (VAE_BATCH,), generator=g)]]
-        post = vae.encode(batch).latent_dist
-        loss = (
-            F.mse_loss(vae.decode(post.sample(generator=g)).sample, batch)
-            + VAE_KL * post.kl().mean() / batch[0].numel()
-        )
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    vae.eval()
-    with torch.no_grad():
-        post = vae.encode(images[tr]).latent_dist
-        recon = F.mse_loss(vae.decode(vae.encode(images[ev]).latent_dist.mean).sample, images[ev]).item()
-    shift = float(post.mean.mean())
-    scale = float(1.0 / (post.mean - shift).std())
-    vae.register_to_config(scaling_factor=round(scale, 6), shift_factor=round(shift, 6))
-    vae_dir = root / cfg.sd_checkpoint
-    vae.save_pretrained(vae_dir)
-    files += [p for p in vae_dir.iterdir() if p.is_file()]
+    vae, post, recon = tiny_images.train_vae(images, tr, ev, cfg.latent_channels, cfg.tiny_vae_steps)
+    shift, scale, written = tiny_images.save_vae(vae, post.mean, root / cfg.sd_checkpoint)
+    files += written
 
     moments = torch.cat([post.mean, post.logvar], 1).numpy().astype(np.float32)
     shard_dir = root / cfg.train_shards
@@ -142,22 +97,9 @@ def generate_tiny(plan: RunPlan) -> list[Path]:
     files.append(tsv)
 
     # Frozen text encoder: fixed seed, never trained (as the reference's is frozen).
-    words = sorted({w for d in DIGITS for w in caption(DIGITS.index(d)).split()})
-    vocab = {w: i + 3 for i, w in enumerate(words)}  # 0 BOS, 1 EOS, 2 PAD
+    vocab = vocabulary()
     torch.manual_seed(SPLIT_SEED + 2)
-    text = CLIPTextModel(
-        CLIPTextConfig(
-            vocab_size=len(vocab) + 3,
-            hidden_size=cfg.cross_attention_dim,
-            intermediate_size=2 * cfg.cross_attention_dim,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            max_position_embeddings=cfg.text_max_length,
-            bos_token_id=TinyTokenizer.BOS,
-            eos_token_id=TinyTokenizer.EOS,
-            pad_token_id=TinyTokenizer.PAD,
-        )
-    )
+    text = tiny_images.clip_text(vocab, cfg.cross_attention_dim, cfg.text_max_length)
     text_dir = root / cfg.clip_text_checkpoint
     text.save_pretrained(text_dir)
     (text_dir / "vocab.json").write_text(json.dumps(vocab, indent=1, sort_keys=True))

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from sklearn.datasets import load_digits
 
 from reference_impls.stable_diffusion import metrics
+from reference_impls.tiny_images import caption
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +52,7 @@ def test_frechet_distance_matches_the_closed_form():
 
 def test_identical_sets_score_zero_and_degraded_sets_score_clearly_worse(setup):
     scorer, images, labels = setup
-    prompts = [metrics.caption(int(y)) for y in labels]
+    prompts = [caption(int(y)) for y in labels]
     same = _fid(scorer, images, images.clone(), prompts)
     g = torch.Generator().manual_seed(0)
     noised = (images + 0.5 * torch.randn(images.shape, generator=g)).clamp(-1, 1)
@@ -64,8 +65,8 @@ def test_identical_sets_score_zero_and_degraded_sets_score_clearly_worse(setup):
 
 def test_clip_proxy_rewards_the_prompted_digit(setup):
     scorer, images, labels = setup
-    right = [metrics.caption(int(y)) for y in labels]
-    wrong = [metrics.caption((int(y) + 1) % 10) for y in labels]
+    right = [caption(int(y)) for y in labels]
+    wrong = [caption((int(y) + 1) % 10) for y in labels]
     n = len(labels)
     assert scorer.score(images, right)[1] / n > 0.8
     assert scorer.score(images, wrong)[1] / n < 0.1
