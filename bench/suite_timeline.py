@@ -28,6 +28,7 @@ BENCHMARK_WORDS = {
     "stable_diffusion": ("stable_diffusion", "test_sd_", "[sd"),
     "gnn": ("gnn",),
     "llama31_8b": ("llama31",),
+    "flux1": ("flux1",),
 }
 """A test belongs to the benchmark whose word its node id contains (the first that matches)."""
 

@@ -27,7 +27,7 @@ from harness.core.errors import ConfigError, suggest
 
 ROOT = Path(__file__).resolve().parent
 
-BUILTIN = ("gpt3", "llama2_70b_lora", "gnn", "stable_diffusion", "llama31_8b")
+BUILTIN = ("gpt3", "llama2_70b_lora", "gnn", "stable_diffusion", "llama31_8b", "flux1")
 """The packages benchmarks/<name>/ whose BENCHMARK the registry holds, in the order listed."""
 
 _registry: dict[str, Benchmark] | None = None

@@ -124,7 +124,7 @@ class Job:
     def expected_s(self) -> float:
         """Rough wall seconds on one H200 (with 16 host cores), for the longest-first order only:
         process start and imports ~15 s, plus the tiny run's own training time (on 2 CPU cores:
-        gpt3 10-30 s, LoRA and GNN 30-90 s, SD 60-130 s + eval, measured;
+        gpt3 10-30 s, LoRA and GNN 30-90 s, SD 60-130 s + eval, flux1 ~20 s, measured;
         a GPU cuts the step time, not the Python overhead of models this small), plus ~90 s where
         the switch compiles with torch.compile (SD cuda_graphs, llama2 compile)."""
         own = {
@@ -133,6 +133,7 @@ class Job:
             "gnn": 45.0,
             "gpt3": 20.0,
             "llama31_8b": 25.0,
+            "flux1": 20.0,
         }
         compiles = (self.bench, self.switch) in {
             ("stable_diffusion", "cuda_graphs"),

@@ -10,7 +10,7 @@ the cuda_graphs RNG defect planted in its build child (exit 2, one line).
 
 The record layouts' figures (formerly the unit test test_full_shapes): GPT-3 175B through
 `model.build` as every pipeline stage of TP4 PP8 VP4 DP16, Llama 2 70B + LoRA under FSDP2 over 64
-ranks, the SD v2 UNet with ZeRO over 64, R-GAT at IGBH-full width meet their published sizes, and
+ranks, the SD v2 UNet with ZeRO over 64, R-GAT at IGBH-full width, FLUX.1's transformer under FSDP2 over 64 meet their published sizes, and
 the planner's per-rank bytes (`harness.planner.params.rank_bytes`) are within 2 % of the build's.
 """
 
@@ -35,6 +35,7 @@ RECORD = {  # the record layouts of the shipped tuned configs
     "llama2_70b_lora": "dgx-h100x8",
     "stable_diffusion": "dgx-h100x8",
     "gnn": "dgx-h100x8",
+    "flux1": "dgx-h100x8",
 }
 
 
@@ -140,6 +141,8 @@ def test_published_sizes(built):
     assert llama["parameters_trainable"] == cfg.num_layers * cfg.lora_rank * ((h + h + 2 * kv) + (h + h))
     sd = built["stable_diffusion", RECORD["stable_diffusion"]][2]
     assert sd["parameters_total"] == pytest.approx(866e6, rel=0.001)  # SD v2 UNet
+    flux = built["flux1", RECORD["flux1"]][2]
+    assert flux["parameters_total"] == 11_891_178_560  # FLUX.1-schnell's transformer
 
 
 def test_gpt3_every_stage_holds_its_share(built):

@@ -75,6 +75,11 @@ CASES = {
     "llama31_8b": Case(
         (), ("micro_batch_size=8",), ("stop_after_steps=12",), "log_perplexity", shared="llama31_8b"
     ),
+    # GBS 32: MBS 32 / 16; an eval (and the loss) every 32 steps, the cap ends it there; clean:
+    # test_flux1_tiny's uninterrupted run (seed 7)
+    "flux1": Case(
+        (), ("micro_batch_size=16",), ("train_samples_cap=1024",), "validation_loss", shared="flux1"
+    ),
     "stable_diffusion": Case(
         (),
         ("micro_batch_size=16",),
@@ -136,7 +141,23 @@ def _poison_sd(data: Path) -> None:
     np.savez(path, mu=stats["mu"] + 100.0, sigma=stats["sigma"])
 
 
+def _poison_flux1(data: Path) -> None:
+    """Flip and triple every validation latent's posterior mean (training rows untouched)."""
+    import pyarrow as pa
+
+    from reference_impls.flux1 import data as fd
+
+    (state,) = [p for p in data.rglob(fd.STATE) if "val" in p.parent.name]
+    (path,) = fd.arrow_files(state.parent, "poisoned")
+    table = pa.ipc.open_stream(path.read_bytes()).read_all()  # in memory: the file is rewritten below
+    means = [fd.npy_bf16(-3 * fd.decode(v.as_py())) for v in table.column("mean")]
+    table = table.set_column(table.schema.get_field_index("mean"), "mean", pa.array(means, pa.binary()))
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+
+
 POISON = {
+    "flux1": _poison_flux1,
     "gpt3": _poison_megatron,
     "llama31_8b": _poison_megatron,
     "llama2_70b_lora": _poison_llama2,
@@ -173,6 +194,7 @@ SHARED_DATA = {
     "gnn": ("gnn-data", ""),
     "stable_diffusion": ("sd-data", "data"),
     "llama31_8b": ("llama31-data", ""),
+    "flux1": ("flux1-data", ""),
 }
 
 
@@ -204,7 +226,14 @@ def _shared_llama31(tmp_path_factory) -> tuple[Path, Path]:
     return Path(plain_run(tmp_path_factory)["run_dir"]), _prepared(tmp_path_factory, "llama31_8b")
 
 
+def _shared_flux1(tmp_path_factory) -> tuple[Path, Path]:
+    from flux1_helpers import plain_run
+
+    return Path(plain_run(tmp_path_factory)["run_dir"]), _prepared(tmp_path_factory, "flux1")
+
+
 SHARED_RUNS = {
+    "flux1": _shared_flux1,
     "gpt3": _shared_gpt3,
     "gnn": _shared_gnn,
     "llama31_8b": _shared_llama31,

@@ -137,8 +137,25 @@ def _probe_megatron(bench, part, cfg):
     return _megatron_built(bench)[_megatron_key(cfg)][part]
 
 
+def _probe_flux1(part, cfg):
+    import torch
+
+    from reference_impls.flux1 import model as M
+
+    if part == "model":
+        with torch.device("meta"):
+            m = M.build(cfg)
+        return [repr(dict(m.config)), m.is_gradient_checkpointing]
+    if part == "optim":
+        return repr(M.optimizer(cfg, [torch.nn.Parameter(torch.zeros(1))]).defaults)
+    if part == "lr":
+        return [cfg.lr_at(k) for k in (0, 2, 10, 300)]
+    raise KeyError(part)
+
+
 PROBES = {
     "stable_diffusion": _probe_sd,
+    "flux1": _probe_flux1,
     "llama2_70b_lora": _probe_llama2,
     "gpt3": functools.partial(_probe_megatron, "gpt3"),
     "llama31_8b": functools.partial(_probe_megatron, "llama31_8b"),

@@ -189,7 +189,8 @@ def test_llama2_lora_frozen_bf16_base_and_fp32_adapters_with_adam():
 
 @pytest.mark.parametrize(
     "name,n",
-    [("gnn", 20_968_871), ("stable_diffusion", 865_910_724)],  # R-GAT, SD v2 UNet: the meta builds' counts
+    # R-GAT, SD v2 UNet, FLUX.1-schnell (with fsdp off): the meta builds' counts
+    [("gnn", 20_968_871), ("stable_diffusion", 865_910_724), ("flux1", 11_891_178_560)],
 )
 def test_data_parallel_fp32_weights_grads_and_adam_replicated(name, n):
     """DDP replicas in fp32: weights and gradients 4 B, Adam m and v 8 B per parameter."""
@@ -204,3 +205,98 @@ def _k(name):
     from harness.planner import stacks
 
     return C.for_prediction(name, _hw(), stacks.make("mlperf-harness"))[0]
+
+
+# ---- (d) FLUX.1: the parameter list mirrors diffusers' module tree, the FLOPs its Linear shapes ----
+def _flux(name: str | None = None, **over):
+    import yaml
+
+    from benchmarks.flux1.config import Flux1Config
+
+    base = {}
+    if name:  # a shipped config's `config:` fields
+        base = yaml.safe_load((REPO / "benchmarks/flux1/configs" / f"{name}.yaml").read_text())["config"]
+    return Flux1Config(**{**base, **over})
+
+
+ODD_FLUX = {  # nothing a power of two or equal: a swapped dimension cannot cancel out
+    "num_layers": 2, "num_single_layers": 3, "num_attention_heads": 3, "attention_head_dim": 24,
+    "axes_dims_rope": [4, 10, 10], "joint_attention_dim": 40, "pooled_projection_dim": 24,
+    "latent_channels": 5, "latent_size": 6, "text_max_length": 7,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "name,over,n",
+    [(None, {}, 11_891_178_560), ("tiny", {}, 1_212_096), (None, ODD_FLUX, None)],
+    ids=["default", "tiny", "odd"],
+)
+def test_flux1_tensors_are_the_meta_builds_parameters(name, over, n):
+    torch = pytest.importorskip("torch")
+    from benchmarks.flux1 import cost
+    from reference_impls.flux1 import model as M
+
+    cfg = _flux(name, **over)
+    with torch.device("meta"):
+        model = M.build(cfg)  # the implementation's own build (diffusers FluxTransformer2DModel)
+    assert cost.tensors(cfg) == [p.numel() for p in model.parameters()]
+    assert cost.shapes(cfg) == [(p.shape[0], p[0].numel()) for p in model.parameters()]  # FSDP2's dim 0
+    assert n is None or cost.count(cfg) == n
+
+
+def test_flux1_forward_flops_of_the_full_model():
+    """6.62e12 matmul FLOPs (2 x 12 d^2 per token per block over 512 tokens, 57 blocks, + the T5
+    projection) + 1.84e11 attention (4 x 512^2 x 3072 x 57) per sample; training 3x, 4x recomputed."""
+    from benchmarks.flux1 import cost
+
+    f = cost.forward_flops(_flux())
+    assert f["attention"] == 4 * 512**2 * 3072 * 57
+    assert f["matmul"] == pytest.approx(6.62e12, rel=0.01)
+    w = cost.COST.workload(_flux(), "full")
+    assert w.fwd_flops_per_sample == pytest.approx(6.8e12, rel=0.01)
+    assert (w.kind, w.precision, w.params) == ("dp", "bf16", 11_891_178_560)
+    assert w.flops_per_sample == 4 * w.fwd_flops_per_sample  # activation checkpointing on
+    off = cost.COST.workload(_flux(activation_checkpointing=False), "full")
+    assert off.flops_per_sample == 3 * off.fwd_flops_per_sample
+    assert off.act_gib_per_sample > 10 * w.act_gib_per_sample  # only block inputs kept when on
+
+
+def test_flux1_fsdp_shards_fp32_weights_grads_and_adamw_over_all_ranks():
+    from benchmarks.flux1 import cost
+
+    n = 11_891_178_560
+    for world in (8, 64):
+        got = cost.COST.rank_bytes(_flux(), {"dp": world})
+        held = got["parameters_rank"]
+        assert n / world <= held < n / world * 1.001  # dim-0 chunks: rank 0 holds the ceiling
+        assert (got["weights"], got["gradients"], got["optimizer"]) == (4 * held, 4 * held, 8 * held)
+        assert 1.3 * 2**30 < got["fsdp_gathered"] < 1.4 * 2**30  # two bf16 double blocks + the root
+    assert cost.COST.rank_bytes(_flux(fsdp=False), {"dp": 64}) == {
+        "parameters_rank": n, "weights": 4 * n, "gradients": 4 * n, "optimizer": 8 * n,
+    }  # fmt: skip
+
+
+def test_flux1_evaluations_and_checkpoints():
+    """Every ceil(262144 / GBS) x GBS samples all 29,696 eval samples; the run ends at one."""
+    from benchmarks.flux1 import cost
+
+    w = W.get(benchmarks.get("flux1"))
+    assert cost.COST.evals(w, 14_109 * 512, 512) == (28, 29_696)  # the RCP mean at GBS 512
+    assert cost.COST.evals(w, 262_144, 512) == (1, 29_696)
+    assert cost.COST.evals(w, 3 * 262_656, 1_368)[0] == 3  # ceil(262144 / 1368) = 192 steps each
+    assert cost.COST.samples_per_rcp_unit(512, "6.1.0") == 1.0
+    assert cost.COST.checkpoint_every_steps(_flux("dgx-h100x8")) == 2048
+    assert cost.COST.checkpoint_every_steps(_flux("tiny")) == 32
+    assert cost.COST.checkpoint_every_steps(_flux(checkpoint_interval_steps=700)) == 1024  # next eval
+    assert cost.COST.checkpoint_every_steps(_flux()) == 0
+
+
+@pytest.mark.parametrize("system", ["dgx-h100x8", "dgx-b200x1"])
+def test_flux1_plans_on_the_shipped_systems(system):
+    import json
+
+    res = CliRunner().invoke(plan_cmd, ["flux1", "--system", system, "--json"], standalone_mode=False)
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["parameters_total"] == 11_891_178_560
+    assert 30 < out["predicted_min"] < 3000

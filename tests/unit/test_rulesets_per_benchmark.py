@@ -157,7 +157,7 @@ def test_tiny_rules_hold_a_tiny_log_to_its_rulesets_keys():
     # only our benchmarks, under the ruleset's names, and each chains its own tiny file
     recs = yaml.safe_load(Path(tiny_rules.config_path("5.1.0")).read_text())
     bench = next(e["KEY"] for e in recs if "KEY" in e and e["KEY"]["NAME"] == "submission_benchmark")
-    assert bench["CHECK"].strip() == "v['value'] in ['llama2_70b_lora', 'llama31_8b', 'rgat']"
+    assert bench["CHECK"].strip() == "v['value'] in ['flux1', 'llama2_70b_lora', 'llama31_8b', 'rgat']"
     assert "/tiny_rules.yaml" in bench["POST"] and "closed_" not in bench["POST"]
 
 

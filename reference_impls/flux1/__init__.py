@@ -1,0 +1,1 @@
+"""FLUX.1 text-to-image reference implementation (diffusers FluxTransformer2DModel; see README.md)."""
