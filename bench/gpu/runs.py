@@ -133,7 +133,7 @@ class Job:
             "gnn": 45.0,
             "gpt3": 20.0,
             "llama31_8b": 25.0,
-            "flux1": 20.0,
+            "flux1": 25.0,
         }
         compiles = (self.bench, self.switch) in {
             ("stable_diffusion", "cuda_graphs"),
