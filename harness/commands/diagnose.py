@@ -38,7 +38,8 @@ def diagnose(target, db, accelerators, accelerator, as_json):
     RUN_DIR is results/runs/<bench>/<system>/<id> (log + timings.jsonl + output); a LOG may be the
     run's mlperf.log, a claimed result_<i>.txt or any published MLPerf log (its block/eval
     intervals and tracked_stats are read; in a submission tree the system JSON gives the
-    accelerators). Exit 0 whether or not something was found."""
+    accelerators). Exit 0 whether or not something was found; 2 (one line) where there is nothing
+    to read: no MLPerf log line and no timings row."""
     from harness.review.diagnose import diagnose as run_diagnose
     from harness.review.results.ingest import DEFAULT_DB, load
 

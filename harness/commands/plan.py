@@ -48,7 +48,14 @@ from harness.core.errors import ConfigError
 @click.option("--nproc-per-node", type=int, help="Processes per node, as `mlperf run --nproc-per-node`.")
 @opt.ruleset
 @opt.round_name
-@click.option("--global-batch-size", "gbs", type=int, metavar="N", help="Plan for this global batch only.")
+@click.option(
+    "--global-batch-size",
+    "gbs",
+    # 2^24: 256 x the largest global batch any RCP lists (BERT's 65,536); beyond it is a typo
+    type=click.IntRange(1, 2**24),
+    metavar="N",
+    help="Plan for this global batch only (1 to 16,777,216).",
+)
 @click.option("--calibrate", is_flag=True, help="Fit this system's mlperf-harness constants on RUN_DIRs.")
 @click.option("--out", "out_file", type=opt.OUT_FILE, metavar="FILE", help="Where --calibrate writes.")
 @click.option(

@@ -214,7 +214,12 @@ def ingest(round_root, round_name, ruleset, check, db, as_json):
 @click.option(
     "--accelerator", default=None, help="Only systems whose accelerator model contains this, e.g. H100."
 )
-@click.option("--scale", type=int, default=None, help="Accelerator count for the matched-scale column.")
+@click.option(
+    "--scale",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Accelerator count for the matched-scale column.",
+)
 @click.option(
     "--by",
     type=click.Choice(["time", "energy"]),

@@ -60,8 +60,8 @@ def read_timings(path: str | Path) -> list[dict]:
     for line in text.splitlines():
         try:
             row = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a torn last line of a killed run
+        except ValueError:  # JSONDecodeError, or an integer over Python's 4,300-digit limit
+            continue  # a torn last line of a killed run, or an edited one
         if _timings_row_ok(row):
             rows.append(row)
     by_step: dict = {}

@@ -61,6 +61,8 @@ def load_yaml(path: Path) -> dict[str, Any]:
         where = f" line {mark.line + 1}" if mark else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise ConfigError(f"{path}:{where}: malformed YAML: {problem}") from None
+    except ValueError as e:  # an integer over Python's 4,300-digit limit (PyYAML's int())
+        raise ConfigError(f"{path}: not usable YAML ({str(e).split(';')[0]})") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -1,8 +1,11 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_help_is_fast_and_imports_no_heavy_library():
@@ -106,6 +109,13 @@ BAD += [
     (["lr-find", "gpt3", "--steps", str(10**20)], "an LR range test takes 10 to 100,000 steps"),
 ]
 
+# Numeric options checked at parse (issue 46): each of these exited 0 with a plan or a table
+BAD += [
+    (["plan", "gpt3", "--global-batch-size", "0"], "0 is not in the range 1<=x<=16777216"),
+    (["plan", "gpt3", "--global-batch-size", str(10**12)], f"{10**12} is not in the range 1<=x<=16777216"),
+    (["results", "compare", "-b", "gpt3", "--scale", "-5"], "-5 is not in the range x>=1"),
+]
+
 # click's own usage errors keep the contract too: one `error:` line (not click's Usage/Try/Error
 # block), exit 2, with where the help is
 BAD += [
@@ -200,3 +210,38 @@ def test_binary_or_non_utf8_system_file_is_one_line_exit_2(mlperf, tmp_path, con
     assert r.returncode == 2, r.stderr
     assert why in r.stderr and str(bad) in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def _run_folder(tmp_path, timings: str | None, log: bool) -> str:
+    run = tmp_path / "run"
+    run.mkdir()
+    if timings is not None:
+        (run / "timings.jsonl").write_text(timings)
+    if log:
+        (run / "mlperf.log").write_bytes(
+            (REPO / "tests/data/tiny_tree/MyOrg/results/cpu-local/gpt3/result_0.txt").read_bytes()
+        )
+    return str(run)
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda t: str(t / "bin.dat"), "nothing to diagnose: no MLPerf log line or timings row in"),
+        (lambda t: _run_folder(t, "", log=False), "nothing to diagnose"),
+        (lambda t: _run_folder(t, "{not json\n" + "9" * 5000 + "\n", log=False), "nothing to diagnose"),
+    ],
+    ids=["binary-file", "empty-timings", "garbled-timings"],
+)
+def test_diagnose_refuses_what_has_nothing_to_diagnose(mlperf, tmp_path, make, message):
+    """Each said "no symptom" with exit 0 (issue 46); a 5,000-digit integer was an internal error."""
+    (tmp_path / "bin.dat").write_bytes(bytes(range(256)))
+    r = mlperf("diagnose", make(tmp_path))
+    assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_diagnose_of_a_log_beside_garbled_timings_says_the_timings_were_unreadable(mlperf, tmp_path):
+    run = _run_folder(tmp_path, "9" * 5000 + "\n", log=True)
+    r = mlperf("diagnose", run)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert "timings.jsonl: no readable row" in r.stdout

@@ -3,7 +3,8 @@ of the CLI, given a mutated copy of a valid input, exits 0, 2, 3 or 4, never pri
 ends stderr with one `error:` line when it fails, and leaves the folder it read as it was.
 
 Mutations (hypothesis, bounded in examples, no deadline): a value of the parsed document replaced
-by another type (None, bool, a 70-bit integer, NaN/inf, text, a list, an object, 400 digits), the
+by another type (None, bool, a 70-bit integer, NaN/inf, text, a list, an object, 400 digits, a bare
+integer of 5,000 digits), the
 text truncated at any byte, re-encoded as UTF-16, a key written twice. Read paths: a system YAML
 (`systems validate`), an official system JSON (`plan --system-json`), an MLLOG log (`check`),
 (`check`, `diagnose`, `results score` of its tree), a run folder's plan.json / timings / checkpoint
@@ -55,7 +56,15 @@ VALUES = st.one_of(
     st.lists(st.integers(min_value=-5, max_value=5), max_size=3),
     st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
     st.just("9" * 400),
+    st.just("__HUGE__"),  # written as a bare integer of 5,000 digits (over Python's 4,300-digit limit)
 )
+HUGE = "9" * 5000
+
+
+def _dump(doc, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(doc).replace('"__HUGE__"', HUGE)
+    return yaml.safe_dump(doc).replace("__HUGE__", HUGE)
 
 
 def _main(*argv: str) -> tuple[int, str]:
@@ -112,7 +121,8 @@ def mutated(draw, text: str, fmt: str) -> bytes:
     doc = json.loads(text) if fmt == "json" else yaml.safe_load(text)
     if how == "duplicate" and isinstance(doc, dict) and doc:
         key = draw(st.sampled_from(sorted(doc, key=str)))
-        dup = json.dumps({key: draw(VALUES)})[1:-1] if fmt == "json" else yaml.safe_dump({key: draw(VALUES)})
+        dup = _dump({key: draw(VALUES)}, fmt)
+        dup = dup.strip()[1:-1] if fmt == "json" else dup
         if fmt == "json":
             return (text.rstrip().rstrip("}") + ", " + dup + "}").encode()
         return (text + "\n" + dup).encode()
@@ -122,7 +132,7 @@ def mutated(draw, text: str, fmt: str) -> bytes:
     for p in path[:-1]:
         node = node[p]
     node[path[-1]] = draw(VALUES)
-    return (json.dumps(doc) if fmt == "json" else yaml.safe_dump(doc)).encode()
+    return _dump(doc, fmt).encode()
 
 
 # --- the inputs -----------------------------------------------------------------------------

@@ -166,8 +166,22 @@ def load(target: str | Path, accelerators: int | None = None, accelerator: str |
     _accelerators(data, data.log_path)
     data.accelerators = accelerators or data.accelerators
     data.accelerator = accelerator or data.accelerator
+    timings = run_dir / "timings.jsonl" if run_dir is not None else None
+    if not data.events and not data.timings:
+        read = [str(x) for x in (data.log_path, timings) if x is not None and x.is_file()]
+        raise ConfigError(
+            f"{p}: nothing to diagnose: "
+            + (
+                f"no MLPerf log line or timings row in {', '.join(read)}"
+                if read
+                else "no MLPerf log or timings"
+            )
+            + "; give a run folder (results/runs/<bench>/<system>/<id>) or an MLPerf log"
+        )
     if not data.timings:
+        garbled = timings is not None and timings.is_file() and timings.stat().st_size > 0
         data.notes.append(
-            "no timings.jsonl: step-level speed and data-loading checks skipped (MLLOG intervals used)"
+            (f"{timings}: no readable row" if garbled else "no timings.jsonl")
+            + ": step-level speed and data-loading checks skipped (MLLOG intervals used)"
         )
     return data
