@@ -194,6 +194,7 @@ def check_log(
     for msg in checker.warnings.values():
         res.findings.append(messages.explain(msg, "warning", scan, display))
     errors = list(checker.overwritable.values()) + list(checker.not_overwritable)
+    cut = _cut_line(path)
     for msg in errors:
         if msg.strip() == "Log lines had parsing errors.":
             for n, why, _f in scan.bad:
@@ -204,9 +205,14 @@ def check_log(
                             n,
                             "compliance",
                             "error",
-                            f"Log lines had parsing errors: {why}",
-                            "the JSON after ':::MLLOG ' is broken (a truncated or interleaved write?): repair or "
-                            "delete the line",
+                            f"the log is truncated: its last line stops mid-record ({why})"
+                            if n == cut
+                            else f"Log lines had parsing errors: {why}",
+                            "the file was cut (a full disk, a killed copy?): take the whole log from the run "
+                            "folder; what the checker misses after the cut is reported below"
+                            if n == cut
+                            else "the JSON after ':::MLLOG ' is broken (a truncated or interleaved write?): repair "
+                            "or delete the line",
                             detail=msg,
                         )
                     )
@@ -247,7 +253,25 @@ def check_log(
     return _done(res, t0)
 
 
+def _cut_line(path: str) -> int | None:
+    """The 1-based number of the file's last line when it has no line end (a cut file), else None."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    if not data or data.endswith(b"\n"):
+        return None
+    return data.count(b"\n") + 1
+
+
+def _first(f: Finding) -> int:
+    """Cause order: a cut or unparsable line comes before what it makes missing (run_stop, ...)."""
+    return 0 if f.message.startswith(("the log is truncated", "Log lines had parsing errors")) else 1
+
+
 def _done(res: LogResult, t0: float) -> LogResult:
+    res.findings.sort(key=_first)  # stable: the checker's order otherwise
     res.seconds = round(time.perf_counter() - t0, 4)
     if any(f.severity == "error" for f in res.findings):
         res.passed = False

@@ -3,6 +3,7 @@ fix, and the RCP numbers behind a failure (used by tree.py)."""
 
 from __future__ import annotations
 
+import os
 import re
 
 from harness.review.check.messages import Finding
@@ -49,9 +50,68 @@ def _rcp_numbers(record: str | None, subm_mean: str | None) -> str:
     return f" (submission mean {subm_mean}; RCP mean {mean:.6g}, lowest accepted {lowest:.6g})"
 
 
+def count_problem(result_dir: str, benchmark: str) -> tuple[str, str] | None:
+    """(what is wrong with the result_<i>.txt files, the fix) against the package's count for the
+    benchmark: the missing and the extra file names, a fix that fits (more runs for a benchmark
+    the harness runs; remove or renumber the extra ones)."""
+    import benchmarks
+    from harness.core.rulesets import names_by_ruleset, runs_required
+
+    want = runs_required(benchmark)
+    if want is None:
+        return None
+    have = set()
+    for name in os.listdir(result_dir):
+        m = re.fullmatch(r"result_(\d+)\.txt", name)
+        if m and os.path.isfile(os.path.join(result_dir, name)):  # a directory so named is no result
+            have.add(int(m[1]))
+    missing = [f"result_{i}.txt" for i in range(want) if i not in have]
+    extra = [f"result_{i}.txt" for i in sorted(have) if i >= want]
+    if not missing and not extra:
+        return None
+    said = f"{len(have)} result files, {benchmark} needs {want} (result_0 ... result_{want - 1})"
+    said += f"; missing: {', '.join(missing)}" if missing else ""
+    said += f"; beyond the count: {', '.join(extra)}" if extra else ""
+    if missing and len(have) < want:
+        runs = benchmarks.runs()
+        ours = next(
+            (b for b in runs if benchmark in names_by_ruleset(benchmarks.get(b).official).values()), None
+        )
+        fix = f"add the {len(missing)} missing run(s)" + (
+            f" (`mlperf run {ours} --runs {len(missing)}` claims the lowest free result_<i>.txt)"
+            if ours
+            else ""
+        )
+    else:
+        fix = f"{benchmark} takes exactly {want} runs: remove or renumber the extra result files to result_0 ... result_{want - 1}"
+    return said, fix
+
+
+_SEED_HEAD = re.compile(r"(?:Result file|Error found when querying seeds from) (\S+?):? ")
+ALLOWED = ("scaling.json", "package_checker_params", "power")
+"""Entries of a result folder besides result_<i>.txt that the rules allow."""
+
+
+def odd_entries(result_dir: str) -> list[str]:
+    """The entries of a result folder that are neither result_<i>.txt nor ALLOWED."""
+    return sorted(
+        n for n in os.listdir(result_dir) if not re.fullmatch(r"result_\d+\.txt", n) and n not in ALLOWED
+    )
+
+
 def package_findings(
-    records, warned, display_dir: str, unmirror, has_scaling: bool
+    records,
+    warned,
+    display_dir: str,
+    unmirror,
+    has_scaling: bool,
+    counted: tuple[str, str] | None = None,
+    odd: list[str] | None = None,
 ) -> tuple[list[Finding], dict]:
+    """`counted`: count_problem's (message, fix) for the folder, which replaces the package checker's
+    bare "found 9, expected 10"; `odd`: odd_entries of the folder (None: not known). The package
+    checker warns of "unknown files" for a committed scaling.json, which the rules allow: with no
+    odd entry those warnings are dropped (nothing to act on), else the fix names the odd ones."""
     findings: list[Finding] = []
     info = {"rcp": None, "seed": None}
     rcp_record, subm_mean = None, None
@@ -84,29 +144,44 @@ def package_findings(
                 )
                 continue
             if text.startswith("Seed checker failed and found the following errors"):
+                # one finding per problem: a line naming a result file starts one, the lines after
+                # it that name none are its fragments (a log the seed checker cannot parse gives
+                # four lines); every line stays in `detail`
                 info["seed"] = "failed"
-                for err in text.split(":", 1)[1].strip().splitlines():
-                    if err.strip():
-                        m = re.match(
-                            r"(?:Result file|Error found when querying seeds from) (\S+?):? ", err.strip()
+                groups: list[list[str]] = []
+                for err in (e.strip() for e in text.split(":", 1)[1].strip().splitlines()):
+                    if not err:
+                        continue
+                    if _SEED_HEAD.match(err) or not groups:
+                        groups.append([err])
+                    else:
+                        groups[-1].append(err)
+                for g in groups:
+                    m = _SEED_HEAD.match(g[0])
+                    more = f" (+{len(g) - 1} more lines of the seed checker)" if len(g) > 1 else ""
+                    findings.append(
+                        Finding(
+                            m[1] if m else display_dir,
+                            None,
+                            "seed",
+                            "error",
+                            g[0][:400] + more,
+                            "log one integer `seed` per run, each run a different value (a log the "
+                            "checker cannot read is reported above: fix that first)",
+                            detail=text,
                         )
-                        findings.append(
-                            Finding(
-                                m[1] if m else display_dir,
-                                None,
-                                "seed",
-                                "error",
-                                err.strip()[:400],
-                                "log one integer `seed` per run, each run a different value",
-                                detail=text,
-                            )
-                        )
+                    )
                 continue
             fix = next(
                 (f for pat, f in _PKG_FIX if f and re.search(pat, text)), "see the package checker's message"
             )
             if text == "Seed checker failed":
                 continue  # summarised by the lines above
+            if counted and text.startswith("Incorrect number of files"):
+                findings.append(
+                    Finding(display_dir, None, "package", "error", counted[0], counted[1], detail=text)
+                )
+                continue
             findings.append(
                 Finding(display_dir, None, "package", "error", text.splitlines()[0][:400], fix, detail=text)
             )
@@ -116,9 +191,10 @@ def package_findings(
             elif "accepting this under olympic scoring" in text:
                 fix = "one failing log is tolerated; fix it anyway if you can"
             elif "do not conform to naming convention" in text or "Unknown files" in text:
+                if odd is not None and not odd:
+                    continue  # only what the rules allow (scaling.json, ...): nothing to act on
                 fix = "only result_<i>.txt, scaling.json, package_checker_params and power/ belong in a result folder"
-                if has_scaling:
-                    fix += " (the package checker also counts a committed scaling.json here: expected then)"
+                fix += f"; here also: {', '.join(odd)}" if odd else ""
             elif "RCP test failed but allowed" in text or "Please be ready" in text:
                 fix = "rcp-bypass is set: the result will be reviewed by the submission committee"
             elif "power result" in text or "power" in text.lower():

@@ -43,7 +43,7 @@ from harness.review.check.log import (
     log_files,
 )
 from harness.review.check.messages import MAX_LINE, Finding
-from harness.review.check.package import package_findings
+from harness.review.check.package import count_problem, odd_entries, package_findings
 from harness.review.check.power import lint as power_lint
 from harness.review.check.systems import check_system_json
 from harness.review.pool import pmap
@@ -281,7 +281,10 @@ def check_result_dir(
                 return text.replace(mdir, display_dir).replace(morg, org)
 
             has_scaling = os.path.isfile(os.path.join(result_dir, "scaling.json"))
-            pkg_findings, info = package_findings(records, warned, display_dir, unmirror, has_scaling)
+            counted = count_problem(result_dir, rules.benchmark_alias(os.path.basename(result_dir)))
+            pkg_findings, info = package_findings(
+                records, warned, display_dir, unmirror, has_scaling, counted, odd_entries(result_dir)
+            )
             findings += pkg_findings
             tool.update(
                 passed=bool(ok) and not any(f.severity == "error" for f in findings),

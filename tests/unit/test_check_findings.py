@@ -1,0 +1,67 @@
+"""`mlperf check` findings a reviewer can act on (issue 46), on copies of published folders damaged
+the way real trees are: a log cut mid-record is reported as truncated first, before what the cut
+makes missing, and the seed checker's fragments of it are one finding; a missing or extra run is
+named, with a fix that fits (`mlperf run` only for a benchmark the harness runs, never "run more"
+for too many); the committed scaling.json the rules allow raises no "unknown files" warning."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from fixtures import fixture_path
+
+from harness.review.check import check_path
+
+AMD = "rounds/v5.1/AMD"
+AMD_8B = Path("results/MI355X_EPYC_9575F_pytorch/llama31_8b")
+LENOVO = "rounds/v5.0/Lenovo"
+LENOVO_BERT = Path("results/SR780aV3-8xB200_SXM_180GB/bert")
+
+
+def _copy(tmp_path, rel: str) -> Path:
+    """The published folder under a round-named path (v5.1/AMD), so its ruleset comes from the path."""
+    dst = tmp_path / rel.split("/", 1)[1]
+    shutil.copytree(fixture_path(rel), dst)
+    return dst
+
+
+def _lines(rep, file_part: str = "") -> list[str]:
+    return [f.one_line() for f in rep.all_findings() if file_part in f.file]
+
+
+def test_a_published_folder_with_its_scaling_json_has_no_unknown_file_warning(tmp_path):
+    rep = check_path(_copy(tmp_path, AMD))
+    assert rep.passed
+    assert not [x for x in _lines(rep) if "Unknown files" in x or "naming convention" in x]
+
+
+def test_a_cut_log_is_truncated_first_and_a_missing_run_is_named(tmp_path):
+    org = _copy(tmp_path, AMD)
+    cut = org / AMD_8B / "result_3.txt"
+    cut.write_bytes(cut.read_bytes()[:-150])
+    (org / AMD_8B / "result_5.txt").unlink()
+    rep = check_path(org)
+    assert not rep.passed
+    log = [f for f in rep.all_findings() if f.file.endswith("result_3.txt") and f.tool == "compliance"]
+    assert log[0].message.startswith("the log is truncated") and len(log) >= 2  # then what it misses
+    assert len([f for f in rep.all_findings() if f.tool == "seed"]) == 1  # not one per fragment
+    (count,) = [f for f in rep.all_findings() if "result files" in f.message]
+    assert "missing: result_5.txt" in count.message and "llama31_8b needs 10" in count.message
+    assert "mlperf run llama31_8b --runs 1" in count.fix
+
+
+@pytest.mark.parametrize("damage", ["extra", "missing-unrun"])
+def test_the_fix_fits_the_count_problem(tmp_path, damage):
+    if damage == "extra":  # too many: never "run more"
+        org = _copy(tmp_path, AMD)
+        shutil.copyfile(org / AMD_8B / "result_0.txt", org / AMD_8B / "result_10.txt")
+        want, fix = "beyond the count: result_10.txt", "remove or renumber"
+    else:  # a benchmark the harness does not run: no `mlperf run` advice
+        org = _copy(tmp_path, LENOVO)
+        (org / LENOVO_BERT / "result_9.txt").unlink()
+        shutil.rmtree(org / LENOVO_BERT / "power" / "result_9")
+        want, fix = "missing: result_9.txt", "add the 1 missing run(s)"
+    (count,) = [f for f in check_path(org).all_findings() if "result files" in f.message]
+    assert want in count.message and fix in count.fix and "mlperf run" not in count.fix
