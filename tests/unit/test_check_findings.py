@@ -65,3 +65,19 @@ def test_the_fix_fits_the_count_problem(tmp_path, damage):
         want, fix = "missing: result_9.txt", "add the 1 missing run(s)"
     (count,) = [f for f in check_path(org).all_findings() if "result files" in f.message]
     assert want in count.message and fix in count.fix and "mlperf run" not in count.fix
+
+
+def test_a_tree_outside_a_round_folder_is_checked_under_one_guessed_ruleset(tmp_path):
+    """The Lenovo v5.0 folder (bert, llama2_70b_lora) copied to a path naming no round: each folder
+    used to pick its own ruleset (llama2 4.0.0, the 'default'); now the newest ruleset listing both,
+    5.0.0, for the whole tree, said once as a warning. --round pins it without the warning; our own
+    runs' trees keep the rulesets their logs name (harness_ruleset)."""
+    org = tmp_path / "copy" / "Lenovo"
+    shutil.copytree(fixture_path(LENOVO), org)
+    rep = check_path(org)
+    assert {log.ruleset for log in rep.logs} == {"5.0.0"} and len(rep.logs) == 20
+    (said,) = [f for f in rep.all_findings() if f.tool == "harness" and "guessed" in f.message]
+    assert "bert, llama2_70b_lora" in said.message and "--round v5.0" in said.message
+    pinned = check_path(org, round_name="v5.0")
+    assert not [f for f in pinned.all_findings() if "guessed" in f.message]
+    assert {log.ruleset for log in pinned.logs} == {"5.0.0"}

@@ -58,7 +58,7 @@ def test_a_passing_tree_lists_each_tool_and_its_counts(tmp_path):
         "passed": True,
         "errors": 0,
         "warnings": 0,
-        "ruleset": "4.0.0",
+        "ruleset": "4.1.0",  # guessed for the whole tree: the newest listing gpt3 (its logs name none)
     }
     pkg = tools["package checker"]
     assert (pkg["target"], pkg["passed"], pkg["errors"], pkg["warnings"]) == (str(GPT3), True, 0, 0)

@@ -140,6 +140,7 @@ def check_result_dir(
     base: str,
     round_name: str | None = None,
     power_gaps: str = "warning",
+    tree_guess: str | None = None,
 ) -> tuple[list[LogResult], list[Finding], dict]:
     """The package checker (with its seed and RCP steps) on one result folder, under the
     folder's ruleset (given, or inferred: folder_ruleset), and the power lint on its `power/`
@@ -154,6 +155,7 @@ def check_result_dir(
     system = os.path.basename(os.path.dirname(result_dir))
     display_dir = display_path(result_dir, base)
     ruleset, how, note = folder_ruleset(result_dir, ruleset, round_name)
+    how = "guessed for the whole tree" if tree_guess else how
     tool = {
         "tool": "package checker",
         "target": display_dir,
@@ -331,6 +333,33 @@ def check_result_dir(
     return [logs[f] for f in files], findings, tool
 
 
+def tree_ruleset(path: str, groups: dict[str, list[str]]) -> tuple[str | None, str | None]:
+    """(ruleset, why) for a whole tree when neither --ruleset nor --round is given: the round of
+    its path, else -- for a tree of published or foreign logs, which do not name their ruleset --
+    the newest ruleset that lists every benchmark in it (one submission, one ruleset, as the
+    official tools take it). (None, None) where the folders choose (our own runs' logs carry
+    harness_ruleset; a round in a result folder's path below the root) or no ruleset lists them all."""
+    from harness.core.tree import rulesets_in
+
+    dirs = [d for ds in groups.values() for d in ds]
+    if not dirs or rules.round_of_path(path)[0] or any(rules.round_of_path(d)[0] for d in dirs):
+        return None, None
+    if any(rulesets_in(d) for d in dirs):
+        return None, None
+    names = sorted({rules.benchmark_alias(os.path.basename(d)) for d in dirs})
+    known = [n for n in names if n in rules.all_benchmarks()]
+    fits = [r for r in rules.rulesets() if all(n in rules.benchmarks_of(r) for n in known)]
+    if not known or not fits:
+        return None, None
+    rs = fits[-1]
+    major, minor = rs.split(".")[:2]
+    why = (
+        f"ruleset {rs} for the whole tree, guessed: the newest that lists every benchmark in it "
+        f"({', '.join(known)}); pin it with --round v{major}.{minor} or --ruleset"
+    )
+    return rs, why
+
+
 def check_tree(
     path: str,
     groups: dict[str, list[str]],
@@ -339,7 +368,12 @@ def check_tree(
     power_gaps: str = "warning",
 ) -> Report:
     base = os.path.abspath(path if os.path.isdir(path) else os.path.dirname(path))
+    guessed = None
+    if not ruleset and not round_name:
+        ruleset, guessed = tree_ruleset(path, groups)
     rep = Report(path=path, ruleset=ruleset, kind="tree")
+    if guessed:
+        rep.findings.append(_harness(path, "warning", guessed, "pass --round or --ruleset to choose"))
     jobs = []
     for org, dirs in sorted(groups.items()):
         systems: dict[str, str] = {}  # system -> the ruleset of its first result folder
@@ -363,7 +397,7 @@ def check_tree(
                     "ruleset": rs,
                 }
             )
-        jobs += [(org, d, ruleset, base, round_name, power_gaps) for d in sorted(dirs)]
+        jobs += [(org, d, ruleset, base, round_name, power_gaps, guessed) for d in sorted(dirs)]
     # one result folder per worker process: the package checker is CPU-bound and patches module globals
     for logs, fs, tool in pmap(_check_result_dir, jobs, min_items=2):
         rep.logs += logs
