@@ -81,3 +81,40 @@ def test_a_tree_outside_a_round_folder_is_checked_under_one_guessed_ruleset(tmp_
     pinned = check_path(org, round_name="v5.0")
     assert not [f for f in pinned.all_findings() if "guessed" in f.message]
     assert {log.ruleset for log in pinned.logs} == {"5.0.0"}
+
+
+def _set_header(log: Path, key: str, value: str) -> None:
+    import re
+
+    text = log.read_text()
+    text, n = re.subn(rf'("key": "{key}", "value": )"[^"]*"', rf'\1"{value}"', text, count=1)
+    assert n == 1, key
+    log.write_text(text)
+
+
+def test_a_foreign_log_and_an_inconsistent_system_json_each_fail_naming_both(tmp_path):
+    """Both passed before: nothing compared a log's submission_* keys with the other runs of its
+    folder, or the division with the system JSON."""
+    import json
+
+    org = _copy(tmp_path, AMD)
+    _set_header(org / AMD_8B / "result_7.txt", "submission_org", "Dell")  # a foreign run dropped in
+    (sys_json,) = (org / "systems").glob("*.json")
+    desc = json.loads(sys_json.read_text())
+    sys_json.write_text(json.dumps({**desc, "division": "open"}))
+    errors = [
+        f.message for f in check_path(org).all_findings() if f.tool == "harness" and f.severity == "error"
+    ]
+    assert any("result_7.txt log submission_org 'Dell'" in m and "'AMD'" in m for m in errors), errors
+    assert any("submission_division 'closed'" in m and "division 'open'" in m for m in errors), errors
+
+
+def test_runs_that_agree_on_another_org_than_the_folder_are_a_warning(tmp_path):
+    """As published (v5.1 University-of-Florida's runs log NVIDIA): said, not failed."""
+    org = _copy(tmp_path, AMD)
+    for log in (org / AMD_8B).glob("result_*.txt"):
+        _set_header(log, "submission_org", "Someone Else")
+    rep = check_path(org)
+    assert rep.passed
+    (said,) = [f for f in rep.all_findings() if "submission_org" in f.message]
+    assert said.severity == "warning" and "'Someone Else'" in said.message and "'AMD'" in said.message

@@ -34,6 +34,7 @@ from harness.core.files import is_special
 from harness.core.mllog_reader import TOKEN
 from harness.core.rulesets import USAGE
 from harness.core.tree import find_result_dirs, load_system, mixed_folder, read_scaling
+from harness.review.check.cross import cross_check
 from harness.review.check.log import (
     LogResult,
     Report,
@@ -326,6 +327,7 @@ def check_result_dir(
         if f not in logs:
             logs[f] = check_log(f, ruleset, display=display_path(f, base), source=how)
     findings += power_lint(result_dir, base, power_gaps)
+    findings += cross_check(org, result_dir, desc, display_dir)
     if tool.get("passed"):  # the folder's row also answers for its power logs
         tool["passed"] = not any(f.severity == "error" for f in findings)
     tool["errors"] = sum(f.severity == "error" for f in findings)
