@@ -11,6 +11,7 @@ The VAE's shift/scale are derived from its posterior means (as SD's 0.18215 and 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
@@ -132,3 +133,22 @@ def save_vae(vae, means: torch.Tensor, folder: Path) -> tuple[float, float, list
     vae.register_to_config(scaling_factor=round(scale, 6), shift_factor=round(shift, 6))
     vae.save_pretrained(folder)
     return shift, scale, [p for p in folder.iterdir() if p.is_file()]
+
+
+def vae_factors(shift: float | None, scale: float | None, folder: Path, origin: str) -> tuple[float, float]:
+    """(shift, scale) with latents = (z - shift) x scale: each value given as it is, each None from the
+    config.json save_vae wrote in `folder` (a missing or null shift_factor is no shift, as diffusers
+    reads it). A missing or unreadable config is one ConfigError naming it and `origin`."""
+    if shift is not None and scale is not None:
+        return float(shift), float(scale)
+    path = folder / "config.json"
+    try:
+        c = json.loads(path.read_text())
+        return (
+            float(shift) if shift is not None else float(c.get("shift_factor") or 0.0),
+            float(scale) if scale is not None else float(c["scaling_factor"]),
+        )
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: missing tiny VAE config ({origin})") from None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ConfigError(f"{path}: no VAE shift/scale ({type(e).__name__}; {origin})") from None

@@ -77,8 +77,9 @@ class Split:
         import pyarrow as pa
 
         self.folder, self.shapes = folder, shapes(cfg)
+        self.files = arrow_files(folder, what)
         tables = []
-        for f in arrow_files(folder, what):
+        for f in self.files:
             try:
                 tables.append(pa.ipc.open_stream(pa.memory_map(str(f))).read_all())
             except (pa.ArrowInvalid, OSError) as e:
@@ -125,20 +126,25 @@ def empty_encodings(cfg, data_dir: str) -> tuple[torch.Tensor, torch.Tensor]:
     return out[0], out[1]
 
 
-def splits(cfg, data_dir: str) -> tuple[Split, Split]:
-    root = Path(data_dir)
-    train = Split(cfg, root / cfg.train_dir, origin(cfg, "train"), timesteps=False)
-    val = Split(cfg, root / cfg.eval_dir, origin(cfg, "eval"), timesteps=True)
-    if val.n < cfg.eval_samples:
-        raise ConfigError(f"{val.folder}: {val.n} rows, eval_samples needs {cfg.eval_samples}")
+def check_validation(cfg, val: Split) -> None:
+    """The validation split holds eval_samples rows whose timesteps are 0 .. eval_timesteps - 1."""
     import pyarrow.compute as pc
 
+    if val.n < cfg.eval_samples:
+        raise ConfigError(f"{val.folder}: {val.n} rows, eval_samples needs {cfg.eval_samples}")
     ts = val.cols["timestep"].slice(0, cfg.eval_samples)
     lo, hi = pc.min(ts).as_py(), pc.max(ts).as_py()
     if lo is None or lo < 0 or hi >= cfg.eval_timesteps:
         raise ConfigError(
             f"{val.folder}: timestep values {lo}..{hi}, eval_timesteps {cfg.eval_timesteps} needs 0..{cfg.eval_timesteps - 1}"
         )
+
+
+def splits(cfg, data_dir: str) -> tuple[Split, Split]:
+    root = Path(data_dir)
+    train = Split(cfg, root / cfg.train_dir, origin(cfg, "train"), timesteps=False)
+    val = Split(cfg, root / cfg.eval_dir, origin(cfg, "eval"), timesteps=True)
+    check_validation(cfg, val)
     return train, val
 
 

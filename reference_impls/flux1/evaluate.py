@@ -35,23 +35,17 @@ class Validation:
             w = torch.tensor(self.weight[i : i + cfg.eval_batch_size], dtype=torch.float64, device=dev)
             b = {k: v.to(dev) for k, v in self.split.batch(rows).items()}
             eps, noise, _ = M.draws(cfg.eval_seed, rows, tuple(b["mean"].shape[1:]), evaluation=True)
-            x0 = M.pack((b["mean"] + torch.exp(0.5 * b["logvar"]) * eps.to(dev) - self.shift) * self.scale)
+            x0 = M.latents(b["mean"], b["logvar"], eps.to(dev), self.shift, self.scale)
             noise = M.pack(noise.to(dev))
             ts = b["timestep"].long()  # 0 .. steps - 1: data.splits checked
-            t = (ts.float() / steps).to(dev)
-            tv = t.view(-1, 1, 1)
+            t = ts.float() / steps
             with M.autocast(cfg, self.rt.device):
-                pred = model(
-                    hidden_states=(1 - tv) * x0 + tv * noise,
-                    encoder_hidden_states=b["t5_encodings"],
-                    pooled_projections=b["clip_encodings"],
-                    timestep=t,
-                    img_ids=self.img_ids,
-                    txt_ids=self.txt_ids,
-                ).sample
-            mse = ((pred.float() - (noise - x0)) ** 2).mean(dim=(1, 2)).double()
-            sums[0].index_add_(0, ts.to(dev), mse * w)
-            sums[1].index_add_(0, ts.to(dev), w)
+                pred, velocity = M.flow(
+                    model, x0, noise, t, b["t5_encodings"], b["clip_encodings"], self.img_ids, self.txt_ids
+                )
+            mse = ((pred - velocity) ** 2).mean(dim=(1, 2)).double()
+            sums[0].index_add_(0, ts, mse * w)
+            sums[1].index_add_(0, ts, w)
         model.train()
         if self.rt.world_size > 1:
             dist.all_reduce(sums)

@@ -82,6 +82,26 @@ def pack(latents: torch.Tensor) -> torch.Tensor:
     return x.reshape(b, (h // 2) * (w // 2), c * 4)
 
 
+def latents(mean: torch.Tensor, logvar: torch.Tensor, eps: torch.Tensor, shift: float, scale: float):
+    """x0: a posterior draw z = mean + exp(logvar / 2) eps, shifted and scaled, packed into tokens."""
+    return pack((mean + torch.exp(0.5 * logvar) * eps - shift) * scale)
+
+
+def flow(model, x0, noise, t, t5, clip, img_ids, txt_ids) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rectified flow at times t (B,): (the transformer's velocity at x_t = (1 - t) x0 + t noise,
+    the target noise - x0), as the reference's train_step and eval_step both compute them."""
+    tv = t.view(-1, 1, 1)
+    pred = model(
+        hidden_states=(1 - tv) * x0 + tv * noise,
+        encoder_hidden_states=t5,
+        pooled_projections=clip,
+        timestep=t,
+        img_ids=img_ids,
+        txt_ids=txt_ids,
+    ).sample
+    return pred.float(), noise - x0
+
+
 def image_ids(latent_size: int, device) -> torch.Tensor:
     """(tokens, 3) positions (0, row, column) of the packed latent grid."""
     n = latent_size // 2

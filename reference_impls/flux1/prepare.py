@@ -111,19 +111,16 @@ def validate_full(plan: RunPlan) -> list[Path]:
     problems, files = [], []
     for folder, what in ((cfg.train_dir, "train"), (cfg.eval_dir, "eval")):
         try:
-            data.Split(cfg, root / folder, data.origin(cfg, what), timesteps=what == "eval")
-            files += data.arrow_files(root / folder, what) + [root / folder / data.STATE]
+            split = data.Split(cfg, root / folder, data.origin(cfg, what), timesteps=what == "eval")
+            if what == "eval":
+                data.check_validation(cfg, split)  # its rows' count and timesteps
+            files += split.files + [split.folder / data.STATE]
         except ConfigError as e:
             problems.append(str(e))
     try:
         data.empty_encodings(cfg, plan.data_dir)
     except ConfigError as e:
         problems.append(str(e))
-    if not problems:
-        try:
-            data.splits(cfg, plan.data_dir)  # the validation rows' count and timesteps
-        except ConfigError as e:
-            problems.append(str(e))
     if problems:
         raise ConfigError("; ".join(problems))
     return files + [root / cfg.empty_encodings_dir / n for n in ("t5_empty.npy", "clip_empty.npy")]

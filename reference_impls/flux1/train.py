@@ -15,7 +15,6 @@ caption's with probability caption_dropout. The loss is read back only at evalua
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from pathlib import Path
 
@@ -25,12 +24,12 @@ import torch.nn.functional as F
 
 from benchmarks.flux1.config import Flux1Config
 from harness.core.benchmark import RunOutcome
-from harness.core.errors import ConfigError
 from harness.train import dcp_state
 from harness.train.batch_order import BatchOrder
 from harness.train.run_checkpoint import RunCheckpointer
 from harness.train.runtime import Runtime
 from harness.train.timings import Timings
+from reference_impls import tiny_images
 from reference_impls.flux1 import data
 from reference_impls.flux1 import model as M
 from reference_impls.flux1.evaluate import Validation
@@ -47,18 +46,6 @@ HYPERPARAMETERS = (
     "opt_gradient_clip_norm",
     "evaluation_frequency",
 )
-
-
-def latent_factors(cfg, data_dir: str) -> tuple[float, float]:
-    """(shift, scale) with x0 = (z - shift) x scale; tiny reads them from the prepared VAE's config."""
-    if cfg.vae_shift_factor is not None and cfg.vae_scale_factor is not None:
-        return cfg.vae_shift_factor, cfg.vae_scale_factor
-    path = Path(data_dir) / cfg.vae_dir / "config.json"
-    try:
-        c = json.loads(path.read_text())
-        return float(c["shift_factor"]), float(c["scaling_factor"])
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ConfigError(f"{path}: no VAE shift/scale ({type(e).__name__}; {data.TINY_ORIGIN})") from None
 
 
 def build(rt, cfg):
@@ -84,7 +71,10 @@ def run(rt: Runtime[Flux1Config]) -> RunOutcome:
     log.header(plan, rt.hyperparameters(*HYPERPARAMETERS))
     train, val = data.splits(cfg, plan.data_dir)
     empty_t5, empty_clip = (t.to(dev) for t in data.empty_encodings(cfg, plan.data_dir))
-    shift, scale = latent_factors(cfg, plan.data_dir)
+    # (shift, scale): the fields, each null one (tiny) from the prepared VAE's config
+    shift, scale = tiny_images.vae_factors(
+        cfg.vae_shift_factor, cfg.vae_scale_factor, Path(plan.data_dir) / cfg.vae_dir, data.TINY_ORIGIN
+    )
     log.event("train_samples", train.n)
     log.event("eval_samples", cfg.eval_samples)
     model, module = build(rt, cfg)
@@ -125,22 +115,14 @@ def run(rt: Runtime[Flux1Config]) -> RunOutcome:
                     seed, range(first_pos, first_pos + len(mine)), tuple(b["mean"].shape[1:])
                 )
                 wait += time.perf_counter() - tw
-                x0 = M.pack((b["mean"] + torch.exp(0.5 * b["logvar"]) * eps.to(dev) - shift) * scale)
+                x0 = M.latents(b["mean"], b["logvar"], eps.to(dev), shift, scale)
                 noise = M.pack(noise.to(dev))
                 t, drop = uni[:, 0].to(dev), (uni[:, 1] < cfg.caption_dropout).to(dev)
                 t5 = torch.where(drop[:, None, None], empty_t5, b["t5_encodings"])
                 clip = torch.where(drop[:, None], empty_clip, b["clip_encodings"])
-                tv = t.view(-1, 1, 1)
                 with _sync(model, rt, cfg, last=micro == ga - 1), M.autocast(cfg, rt.device):
-                    pred = model(
-                        hidden_states=(1 - tv) * x0 + tv * noise,
-                        encoder_hidden_states=t5,
-                        pooled_projections=clip,
-                        timestep=t,
-                        img_ids=img_ids,
-                        txt_ids=txt_ids,
-                    ).sample
-                    loss = F.mse_loss(pred.float(), noise - x0) / ga
+                    pred, velocity = M.flow(model, x0, noise, t, t5, clip, img_ids, txt_ids)
+                    loss = F.mse_loss(pred, velocity) / ga
                 loss.backward()
                 loss_sum += loss.detach()
             torch.nn.utils.clip_grad_norm_(params, cfg.opt_gradient_clip_norm)

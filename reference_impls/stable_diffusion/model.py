@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from harness.core.errors import ConfigError
+from reference_impls import tiny_images
 from reference_impls.tiny_images import TinyTokenizer
 
 UNCOND = ""  # the empty prompt: classifier-free guidance's unconditional branch
@@ -133,13 +134,9 @@ TINY_ORIGIN = (
 
 def latent_factors(cfg, data_dir: str) -> tuple[float, float]:
     """(shift, scale) with latents = (sample - shift) x scale; tiny reads them from the prepared VAE config."""
-    if cfg.vae_scale_factor is not None and cfg.vae_shift_factor is not None:
-        return cfg.vae_shift_factor, cfg.vae_scale_factor
-    conf = _need(Path(data_dir) / cfg.sd_checkpoint / "config.json", "tiny VAE config", TINY_ORIGIN)
-    c = json.loads(conf.read_text())
-    shift = cfg.vae_shift_factor if cfg.vae_shift_factor is not None else c.get("shift_factor") or 0.0
-    scale = cfg.vae_scale_factor if cfg.vae_scale_factor is not None else c["scaling_factor"]
-    return float(shift), float(scale)
+    return tiny_images.vae_factors(
+        cfg.vae_shift_factor, cfg.vae_scale_factor, Path(data_dir) / cfg.sd_checkpoint, TINY_ORIGIN
+    )
 
 
 def load_vae(cfg, data_dir: str):

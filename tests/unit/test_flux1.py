@@ -158,3 +158,21 @@ def test_reader_round_trip_and_bad_folders(tmp_path):
     (tmp_path / "ok" / "data-00000-of-00001.arrow").write_bytes(b"not arrow")
     with pytest.raises(ConfigError, match="not an Arrow stream file"):
         data.Split(cfg, tmp_path / "ok", "x", timesteps=False)
+
+
+def test_vae_factors_take_each_given_value_and_read_each_null_one(tmp_path):
+    """tiny_images.vae_factors, flux1's and stable_diffusion's one reader: a given shift with a
+    null scale keeps the shift (flux1's own reader took both from the file, ignoring the --set)."""
+    import json
+
+    from reference_impls.tiny_images import vae_factors
+
+    (tmp_path / "config.json").write_text(json.dumps({"shift_factor": 0.25, "scaling_factor": 0.5}))
+    assert vae_factors(None, None, tmp_path, "x") == (0.25, 0.5)
+    assert vae_factors(0.1, None, tmp_path, "x") == (0.1, 0.5)
+    assert vae_factors(0.1, 2.0, tmp_path / "none", "x") == (0.1, 2.0)  # nothing read
+    with pytest.raises(ConfigError, match="missing tiny VAE config"):
+        vae_factors(None, None, tmp_path / "none", "x")
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ConfigError, match="no VAE shift/scale \\(KeyError"):
+        vae_factors(None, None, tmp_path, "x")
