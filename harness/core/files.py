@@ -31,6 +31,21 @@ def refuse_special(path: str | os.PathLike, fix: str = "give the file itself") -
         raise ConfigError(f"{os.fspath(path)} is not a regular file (a FIFO, socket or device); {fix}")
 
 
+def open_input(path: str | os.PathLike, mode: str = "r", **kw):
+    """open() for reading a file found in a tree: opened non-blocking, so a FIFO never waits for a
+    writer, then refused unless it is a regular file (OSError naming what it is: callers already
+    turn unreadable files into findings). The one reader for files the user did not name."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{os.fspath(path)} is not a regular file (a FIFO, socket or device)")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, mode, **kw)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def check_output_path(path: str | os.PathLike, *, folder: bool, what: str = "") -> None:
     """Before any work: can `path` (a file, or a folder when `folder`) be written? A path under a
     regular file, a file where a folder is wanted (or the reverse), a dangling link on the way or a

@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from harness.core.files import open_input
+
 TOKEN = ":::MLLOG "
 REQUIRED = ("time_ms", "key", "value", "metadata")
 
@@ -57,7 +59,7 @@ def iter_token_lines(path: str | Path):
     `re.sub('.*:::MLLOG ', ...)` keeps the same text, in time quadratic in the line length).
     Raises OSError when the file cannot be opened or read (callers turn it into a problem)."""
     idx = 0
-    with open(path, encoding="latin-1") as f:
+    with open_input(path, encoding="latin-1") as f:
         for n, line in enumerate(f, 1):
             i = line.rfind(TOKEN)
             if i < 0:
@@ -91,7 +93,7 @@ def read_new_events(path: str | Path, offset: int) -> tuple[list[dict], int]:
     """Records appended to a (growing) log since byte `offset`, complete lines only, and the new
     offset. A missing file is no events yet."""
     try:
-        with open(path, "rb") as f:
+        with open_input(path, "rb") as f:
             f.seek(offset)
             chunk = f.read()
     except FileNotFoundError:

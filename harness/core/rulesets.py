@@ -10,10 +10,11 @@ Ruleset inference (`resolve`), first that applies:
   1. `--ruleset X.Y.Z` given;
   2. a round: `--round v5.0`, or a path component named like a round (`v5.0`,
      `training_results_v5.0`) -> 5.0.0, when the package has that ruleset;
-  3. the benchmark: the harness default (4.0.0) when it has the benchmark, else the first
-     ruleset that has it (rules grow: later rulesets add requirements an older log lacks, while
-     keys a ruleset does not know are allowed; measured on the published v4.1-v5.1 logs);
-  4. the harness default.
+  3. the benchmark: the newest ruleset that lists it, as `mlperf run` takes (`for_run`): run and
+     check agree. Rules grow (later rulesets add keys an older log lacks), so a published log
+     checked this way can miss keys: review/check/older.py then says once which ruleset the logs
+     look like instead of one error per key and log;
+  4. the newest ruleset.
 Each answer carries a short reason (`how`), shown beside every verdict. A log our runs wrote
 names its ruleset itself (`harness_ruleset`), which the checker takes before step 2.
 
@@ -33,10 +34,16 @@ import re
 from harness.core.errors import ConfigError, suggest
 
 USAGE = "training"
-# The ruleset a log of unknown round is first checked under when it lists the benchmark (the
-# v4.0 suite the project started from); runs default to the newest ruleset instead (`for_run`).
-DEFAULT_RULESET = "4.0.0"
 _ROUND_RE = re.compile(r"(?:^|[^0-9A-Za-z.])v?(\d+)\.(\d+)$")
+
+
+DEFAULT = "default"
+"""How a ruleset chosen by no flag, path or log is named (`resolve`): the start of its `how`."""
+
+
+def default_ruleset() -> str:
+    """The ruleset of a log that names none and has no known benchmark: the newest."""
+    return rulesets()[-1]
 
 
 def _key(ruleset: str) -> tuple:
@@ -236,14 +243,10 @@ def resolve(
         rs, part = round_of_path(path)
         if rs:
             return rs, f"round folder '{part}'"
-    if benchmark:
-        has = rulesets_of(benchmark)
-        if DEFAULT_RULESET in has:
-            return DEFAULT_RULESET, "default"
-        if has:
-            span = has[0] if len(has) == 1 else f"{has[0]}-{has[-1]}"
-            return has[0], f"benchmark {benchmark} (in rulesets {span}: the first)"
-    return DEFAULT_RULESET, "default"
+    has = rulesets_of(benchmark) if benchmark else []
+    if has:
+        return has[-1], f"{DEFAULT}: the newest listing {benchmark}"
+    return rulesets()[-1], f"{DEFAULT}: the newest"
 
 
 def nearest_with(benchmark: str, ruleset: str) -> str:

@@ -13,6 +13,8 @@ import os
 import re
 from pathlib import Path
 
+from harness.core.files import open_input
+
 RESULT_RE = re.compile(r"^result_(\d+)\.txt$")
 
 
@@ -97,7 +99,7 @@ def read_scaling(folder: str) -> tuple[float, str | None]:
     if not os.path.isfile(path):
         return 1.0, None
     try:
-        with open(path, encoding="utf-8") as f:
+        with open_input(path, encoding="utf-8") as f:
             factor = json.load(f)["scaling_factor"]
         factor = float(factor)
         if not math.isfinite(factor) or factor <= 0:
@@ -116,7 +118,7 @@ def load_system(org_dir: str | None, system: str) -> tuple[dict | None, str | No
         return None, "not inside <org>/results/<system>/: no systems JSON to read"
     path = os.path.join(org_dir, "systems", system + ".json")
     try:
-        with open(path, encoding="utf-8") as f:
+        with open_input(path, encoding="utf-8") as f:
             desc = json.load(f)
     except FileNotFoundError:
         return None, f"missing systems/{system}.json (write it with `mlperf systems export`)"

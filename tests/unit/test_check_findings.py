@@ -52,6 +52,30 @@ def test_a_cut_log_is_truncated_first_and_a_missing_run_is_named(tmp_path):
     assert "mlperf run llama31_8b --runs 1" in count.fix
 
 
+def test_a_package_checker_crash_on_a_stray_power_folder_names_it_first(tmp_path):
+    """A stray folder in power/ makes the official package checker crash (`max()` of nothing):
+    the crash finding names the folder and the power lint's finding follows it; the checker's ten
+    "no power result for result_<i>" warnings are one. Fails if the crash keeps the old advice
+    about malformed log lines, or the lint comes after the per-run warnings."""
+    org = _copy(tmp_path, AMD)
+    (org / AMD_8B / "power" / "odd").mkdir(parents=True)
+    rep = check_path(org)
+    errors = [f for f in rep.all_findings() if f.severity == "error"]
+    stray = str(AMD_8B / "power" / "odd")
+    assert (
+        errors[0].message.startswith(f"the package checker crashed on {stray} (")
+        and "power/" in errors[0].fix
+    )
+    assert errors[1].file == stray and errors[1].tool == "power lint"
+    (no_power,) = [f for f in rep.all_findings() if "no power logs" in f.message]
+    assert "10 run(s)" in no_power.message and "result_9" in no_power.message
+    assert (
+        rep.failure_line()
+        .split("first: ")[1]
+        .startswith(str(AMD_8B) + ": [package] the package checker crashed on")
+    )
+
+
 @pytest.mark.parametrize("damage", ["extra", "missing-unrun"])
 def test_the_fix_fits_the_count_problem(tmp_path, damage):
     if damage == "extra":  # too many: never "run more"

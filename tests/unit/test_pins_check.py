@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from fixtures import fixture_path
 
+from harness.core import rulesets as rules
 from harness.review.check import check_log, check_path
 
 LOGS = fixture_path("logs")
@@ -54,7 +55,8 @@ def test_a_log_that_names_its_ruleset_is_checked_under_it_unless_told_otherwise(
     assert (check_log(p, "4.0.0").ruleset, check_log(p, "4.0.0").ruleset_source) == ("4.0.0", "--ruleset")
     assert check_log(p, round_name="v4.0").ruleset_source == "round v4.0"
     unknown = check_log(_log(tmp_path, "odd.txt", edit=_with("harness_ruleset", "9.9.9")))
-    assert (unknown.ruleset, unknown.ruleset_source) == ("4.0.0", "default")
+    # a ruleset the package lacks is ignored: the default, as `mlperf run` takes it (the newest with gnn)
+    assert (unknown.ruleset, unknown.ruleset_source) == ("4.1.0", "default: the newest listing gnn")
 
 
 def test_a_round_without_the_benchmark_is_checked_under_the_nearest_ruleset_and_says_so():
@@ -71,7 +73,8 @@ def test_a_round_without_the_benchmark_is_checked_under_the_nearest_ruleset_and_
 def test_a_log_of_an_unknown_benchmark_takes_the_round_of_its_folder_or_the_default(tmp_path):
     rename = lambda r: {**r, "value": "nosuch"} if r["key"] == "submission_benchmark" else r  # noqa: E731
     plain = check_log(_log(tmp_path, "a.txt", edit=rename))
-    assert (plain.ruleset, plain.ruleset_source) == ("4.0.0", "default") and not plain.passed
+    newest = rules.rulesets()[-1]
+    assert (plain.ruleset, plain.ruleset_source) == (newest, "default: the newest") and not plain.passed
     in_round = check_log(_log(tmp_path, "a.txt", edit=rename, folder="training_results_v5.0"))
     assert (in_round.ruleset, in_round.ruleset_source) == ("5.0.0", "round folder 'training_results_v5.0'")
 
@@ -120,7 +123,7 @@ def test_a_tiny_log_of_a_benchmark_without_tiny_rules(tmp_path):
 
     res = check_log(_log(tmp_path, "result_0.txt", "open_gnn_tiny.txt", edit))
     assert res.tiny
-    assert _only(res).startswith("tiny log of 'bert', which is not one of our benchmarks in ruleset 4.0.0")
+    assert _only(res).startswith("tiny log of 'bert', which is not one of our benchmarks in ruleset 5.0.0")
 
 
 def test_a_log_the_official_checker_crashes_on_is_marked_crashed():
@@ -183,7 +186,7 @@ def test_the_report_counts_and_its_last_line(tmp_path, monkeypatch):
 @pytest.mark.parametrize("rs", ["4.1.0", None])
 def test_a_single_log_report_names_the_ruleset_used(rs):
     rep = check_path(LOGS / "closed_gnn.txt", ruleset=rs)
-    assert rep.ruleset == (rs or "4.0.0") and rep.kind == "log"
+    assert rep.ruleset == (rs or "4.1.0") and rep.kind == "log"  # default: the newest listing gnn
 
 
 # ---- a system description (harness/review/check/systems.py) ------------------------------------------
@@ -413,12 +416,10 @@ def test_a_bad_ruleset_or_round_is_refused_before_the_path_is_looked_at(tmp_path
 
 
 def test_the_report_names_the_ruleset_its_logs_were_checked_under(tmp_path):
-    """Inferred per log when none is given: a log naming 4.1.0 is checked (and reported) under
-    4.1.0, not under the default ruleset."""
-    from harness.core.rulesets import DEFAULT_RULESET
-
-    rep = check_path(_log(tmp_path, "ours.txt", edit=_with("harness_ruleset", "4.1.0")))
-    assert rep.ruleset == rep.logs[0].ruleset == "4.1.0" != DEFAULT_RULESET
+    """Inferred per log when none is given: a log naming 4.0.0 is checked (and reported) under
+    4.0.0, not under the default ruleset (for gnn the newest listing it, 4.1.0)."""
+    rep = check_path(_log(tmp_path, "ours.txt", edit=_with("harness_ruleset", "4.0.0")))
+    assert rep.ruleset == rep.logs[0].ruleset == "4.0.0" != rules.resolve(benchmark="gnn")[0]
 
 
 def test_a_folder_whose_logs_name_an_unknown_ruleset_is_checked_under_the_inferred_one(tmp_path):
@@ -427,9 +428,9 @@ def test_a_folder_whose_logs_name_an_unknown_ruleset_is_checked_under_the_inferr
     from harness.core.rulesets import for_folder
 
     odd = _log(tmp_path, "result_0.txt", edit=_with("harness_ruleset", "9.9.9"), folder="gnn")
-    assert for_folder("gnn", str(odd.parent)) == ("4.0.0", "default", None)
-    ours = _log(tmp_path, "result_0.txt", edit=_with("harness_ruleset", "4.1.0"), folder="gnn41")
-    assert for_folder("gnn", str(ours.parent)) == ("4.1.0", "the logs' harness_ruleset", None)
+    assert for_folder("gnn", str(odd.parent)) == ("4.1.0", "default: the newest listing gnn", None)
+    ours = _log(tmp_path, "result_0.txt", edit=_with("harness_ruleset", "4.0.0"), folder="gnn40")
+    assert for_folder("gnn", str(ours.parent)) == ("4.0.0", "the logs' harness_ruleset", None)
 
 
 def test_the_failure_line_counts_the_failing_logs(tmp_path):

@@ -96,9 +96,12 @@ def test_a_config_file_outside_the_repository_is_named_in_full(tmp_path):
 def test_the_ruleset_a_benchmark_alone_points_to_and_why():
     from harness.core import rulesets as rules
 
-    assert rules.resolve(benchmark="dlrmv4") == ("6.1.0", "benchmark dlrmv4 (in rulesets 6.1.0: the first)")
-    assert rules.resolve(benchmark="rgat") == ("5.0.0", "benchmark rgat (in rulesets 5.0.0-5.1.0: the first)")
-    assert rules.resolve(benchmark="gpt3") == ("4.0.0", "default")
+    # the newest ruleset listing it, as `mlperf run` takes it (for_run): run and check agree
+    assert rules.resolve(benchmark="dlrmv4") == ("6.1.0", "default: the newest listing dlrmv4")
+    assert rules.resolve(benchmark="rgat") == ("5.1.0", "default: the newest listing rgat")
+    assert rules.resolve(benchmark="gpt3") == ("4.1.0", "default: the newest listing gpt3")
+    for bench in ("gpt3", "llama2_70b_lora", "llama31_8b", "flux1"):
+        assert rules.resolve(benchmark=bench)[0] == rules.for_run(bench)[0]
     # a ruleset before the benchmark existed: the first that has it, and the folder is told so
     rs, how, problem = rules.for_benchmark("llama31_405b", "4.0.0")
     assert rs == "5.0.0" and how == "--ruleset; llama31_405b is in 5.0.0"

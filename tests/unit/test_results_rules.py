@@ -48,9 +48,9 @@ def test_olympic_drop_count_is_still_the_summarizers():
         ({"ruleset": "5.1.0"}, ("5.1.0", "--ruleset")),
         ({"round_name": "v5.0"}, ("5.0.0", "round v5.0")),
         ({"path": "/x/training_results_v4.1/Org/results"}, ("4.1.0", "round folder 'training_results_v4.1'")),
-        ({"benchmark": "gpt3"}, ("4.0.0", "default")),
-        ({"benchmark": "llama31_8b"}, ("5.1.0", "benchmark llama31_8b (in rulesets 5.1.0-6.1.0: the first)")),
-        ({}, ("4.0.0", "default")),
+        ({"benchmark": "gpt3"}, ("4.1.0", "default: the newest listing gpt3")),
+        ({"benchmark": "llama31_8b"}, ("6.1.0", "default: the newest listing llama31_8b")),
+        ({}, ("6.1.0", "default: the newest")),
     ],
 )
 def test_ruleset_inference(kw, want):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 # The names below load on first use (PEP 562), so that scoring, which needs only check.official,
 # does not import the checkers' message tables and the tree code.
-__all__ = ["DEFAULT_RULESET", "Finding", "LogResult", "Report", "check_log", "check_path", "validate_ruleset"]
+__all__ = ["Finding", "LogResult", "Report", "check_log", "check_path", "validate_ruleset"]
 
 
 def __getattr__(name: str):
@@ -32,7 +32,7 @@ def __getattr__(name: str):
         from harness.review.check.messages import Finding
 
         return Finding
-    if name in ("DEFAULT_RULESET", "validate_ruleset"):
+    if name == "validate_ruleset":
         from harness.core import rulesets as rules
 
         return getattr(rules, name)

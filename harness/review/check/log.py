@@ -30,7 +30,7 @@ import warnings
 from dataclasses import asdict, dataclass, field
 
 from harness.core import rulesets as rules
-from harness.core.files import is_special
+from harness.core.files import is_special, open_input
 from harness.core.mllog_reader import TOKEN
 from harness.review.check import messages, official
 from harness.review.check.messages import Finding, Scan
@@ -256,7 +256,7 @@ def check_log(
 def _cut_line(path: str) -> int | None:
     """The 1-based number of the file's last line when it has no line end (a cut file), else None."""
     try:
-        with open(path, "rb") as f:
+        with open_input(path, "rb") as f:
             data = f.read()
     except OSError:
         return None
@@ -359,7 +359,7 @@ def has_mllog(path: str) -> bool:
     tail = b""
     token = TOKEN.encode()
     try:
-        with open(path, "rb") as f:
+        with open_input(path, "rb") as f:
             while chunk := f.read(1 << 20):
                 if token in tail + chunk:
                     return True

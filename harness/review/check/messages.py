@@ -13,6 +13,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from harness.core.files import open_input
 from harness.core.mllog_reader import TOKEN, parse_record
 
 MAX_LINE = 32 * 1024  # longest MLLOG line handed to the official parser (quadratic regex there)
@@ -82,7 +83,7 @@ def interval_findings(s: Scan, display: str) -> list[Finding]:
 def scan(path: str) -> Scan:
     s = Scan()
     try:
-        with open(path, encoding="latin-1") as f:
+        with open_input(path, encoding="latin-1") as f:
             for n, line in enumerate(f, 1):
                 if TOKEN not in line:
                     continue

@@ -87,6 +87,7 @@ def count_problem(result_dir: str, benchmark: str) -> tuple[str, str] | None:
     return said, fix
 
 
+_NO_POWER = re.compile(r"Package does not contain power result for (\S+): (result_\d+)")
 _SEED_HEAD = re.compile(r"(?:Result file|Error found when querying seeds from) (\S+?):? ")
 ALLOWED = ("scaling.json", "package_checker_params", "power")
 """Entries of a result folder besides result_<i>.txt that the rules allow."""
@@ -115,6 +116,8 @@ def package_findings(
     findings: list[Finding] = []
     info = {"rcp": None, "seed": None}
     rcp_record, subm_mean = None, None
+    said: set[tuple[str, str]] = set()
+    no_power: dict[str, list[str]] = {}  # folder -> runs the package checker found no power log for
     for lvl, msg in records:
         text = unmirror(msg.strip())
         if lvl == "INFO":
@@ -191,12 +194,18 @@ def package_findings(
             elif "accepting this under olympic scoring" in text:
                 fix = "one failing log is tolerated; fix it anyway if you can"
             elif "do not conform to naming convention" in text or "Unknown files" in text:
-                if odd is not None and not odd:
-                    continue  # only what the rules allow (scaling.json, ...): nothing to act on
+                where = re.search(r"directory:? (\S+?),?(?: |$)", text)
+                key = ("unknown", where[1] if where else "")
+                if (odd is not None and not odd) or key in said:
+                    continue  # only what the rules allow (scaling.json, ...), or said once already
+                said.add(key)
                 fix = "only result_<i>.txt, scaling.json, package_checker_params and power/ belong in a result folder"
                 fix += f"; here also: {', '.join(odd)}" if odd else ""
             elif "RCP test failed but allowed" in text or "Please be ready" in text:
                 fix = "rcp-bypass is set: the result will be reviewed by the submission committee"
+            elif m := _NO_POWER.match(text):
+                no_power.setdefault(m[1], []).append(m[2])  # one finding per folder, after the loop
+                continue
             elif "power result" in text or "power" in text.lower():
                 fix = (
                     "a power submission needs power/result_<i>/node_*.txt for every run; delete power/ for a "
@@ -209,6 +218,18 @@ def package_findings(
             findings.append(
                 Finding(display_dir, None, "package", "warning", text.splitlines()[0][:400], fix, detail=text)
             )
+    for where, runs in no_power.items():
+        findings.append(
+            Finding(
+                display_dir,
+                None,
+                "package",
+                "warning",
+                f"no power logs for {len(runs)} run(s) of {where}: {', '.join(runs)}",
+                "a power submission needs power/result_<i>/node_*.txt for every run; delete power/ for a "
+                "performance-only result",
+            )
+        )
     for w in warned:
         findings.append(
             Finding(

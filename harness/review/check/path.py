@@ -7,7 +7,7 @@ import time
 
 from harness.core.errors import ConfigError
 from harness.core.files import refuse_special
-from harness.core.rulesets import DEFAULT_RULESET, round_ruleset, rulesets, validate_ruleset
+from harness.core.rulesets import default_ruleset, round_ruleset, rulesets, validate_ruleset
 from harness.review.check.log import (
     LogResult,
     Report,
@@ -16,6 +16,7 @@ from harness.review.check.log import (
     has_mllog,
     log_files,
 )
+from harness.review.check.older import collapse
 from harness.review.pool import pmap
 
 
@@ -62,8 +63,12 @@ def check_path(
     else:
         rep = Report(path=raw, ruleset=ruleset, kind="log")
         rep.logs = [check_log(raw, ruleset, round_name=round_name)]
+    # one finding, first, for logs that look older than the ruleset nobody pinned (older.py)
+    base = os.path.abspath(raw) if rep.kind == "tree" else os.getcwd()
+    after = sum(1 for f in rep.findings[:1] if "guessed" in f.message)  # the tree's guess stays first
+    rep.findings[after:after] = collapse(rep.logs, base)
     if not rep.ruleset:
-        used = sorted({r.ruleset for r in rep.logs if r.ruleset}) or [DEFAULT_RULESET]
+        used = sorted({r.ruleset for r in rep.logs if r.ruleset}) or [default_ruleset()]
         rep.ruleset = ", ".join(used)
     rep.seconds = time.perf_counter() - t0
     return rep

@@ -22,6 +22,7 @@ import math
 import os
 import re
 
+from harness.core.files import is_special
 from harness.core.mllog_reader import iter_mllog, parse_record
 from harness.core.runplan import MIN_POWER_READINGS
 from harness.review.check.messages import Finding
@@ -82,8 +83,18 @@ def lint(result_dir: str, base: str, gap_severity: str = "warning") -> list[Find
         runs[k] = {"node": [], "sw": []}
         for f in sorted(os.listdir(path)):
             fm = _FILE.fullmatch(f)
-            if not fm or not os.path.isfile(os.path.join(path, f)):
-                add(os.path.join(path, f), None, "error", "a stray file: only node_<i>.txt and sw_<j>.txt belong here",
+            entry = os.path.join(path, f)
+            if fm and is_special(entry):  # named like a power log, but reading it could block
+                add(
+                    entry,
+                    None,
+                    "error",
+                    "not a regular file (a FIFO, socket or device)",
+                    "replace it with the power log",
+                )
+                continue
+            if not fm or not os.path.isfile(entry):
+                add(entry, None, "error", "a stray file: only node_<i>.txt and sw_<j>.txt belong here",
                     "remove it (the package checker crashes on names like node_0.txt.bak)")  # fmt: skip
                 continue
             runs[k][fm[1]].append(int(fm[2]))

@@ -30,7 +30,7 @@ import shutil
 import tempfile
 
 from harness.core import rulesets as rules
-from harness.core.files import is_special
+from harness.core.files import is_special, open_input
 from harness.core.mllog_reader import TOKEN
 from harness.core.rulesets import USAGE
 from harness.core.tree import find_result_dirs, load_system, mixed_folder, read_scaling
@@ -55,6 +55,27 @@ def _harness(path: str, severity: str, message: str, fix: str) -> Finding:
     return Finding(path, None, "harness", severity, message, fix)
 
 
+def _crash(e: Exception, display_dir: str, power: list[Finding]) -> Finding:
+    """The package checker's crash as one finding naming where it most likely stopped: the first
+    power/ entry the power lint refuses (it crashes on a stray folder there), else the logs."""
+    stray = next((f.file for f in power if f.severity == "error"), None)
+    where = f" on {stray}" if stray else ""
+    fix = (
+        "fix the power/ problems of this folder (the power lint's findings below)"
+        if stray
+        else "a log line it needs (global_batch_size, run_stop, eval_accuracy) is malformed: fix the "
+        "logs flagged above"
+    )
+    return Finding(
+        display_dir,
+        None,
+        "package",
+        "error",
+        f"the package checker crashed{where} ({type(e).__name__}: {e})",
+        fix,
+    )
+
+
 def find_orgs(path: str) -> dict[str, list[str]]:
     """{org folder: [result folders in scope]} for result folders laid out as
     <org>/results/<system>/<benchmark>/; empty when `path` is just a folder of logs."""
@@ -68,7 +89,7 @@ def find_orgs(path: str) -> dict[str, list[str]]:
 
 def _has_long_line(path: str) -> int | None:
     try:
-        with open(path, encoding="latin-1") as f:
+        with open_input(path, encoding="latin-1") as f:
             for n, line in enumerate(f, 1):
                 if len(line) > MAX_LINE and TOKEN in line:
                     return n
@@ -183,6 +204,17 @@ def check_result_dir(
     files = [f for f in log_files(result_dir) if os.path.dirname(f) == result_dir]
 
     desc, problem = _load_system(org, system)
+    power = power_lint(result_dir, base, power_gaps)
+    params = os.path.join(os.path.dirname(result_dir), "package_checker_params")
+    if os.path.lexists(params) and not os.path.isfile(params):  # the mirror leaves it out
+        findings.append(
+            _harness(
+                display_path(params, base),
+                "error",
+                "not a regular file (a FIFO, socket, device or folder): not given to the package checker",
+                "commit package_checker_params as a regular file, or delete it",
+            )
+        )
     exclude = set()
     for name in sorted(os.listdir(result_dir)):
         entry = os.path.join(result_dir, name)
@@ -266,17 +298,9 @@ def check_result_dir(
                     )
                 except Exception as e:  # noqa: BLE001 - a crash is a finding, the other folders go on
                     ok = False
-                    findings.append(
-                        Finding(
-                            display_dir,
-                            None,
-                            "package",
-                            "error",
-                            f"the package checker crashed ({type(e).__name__}: {e})",
-                            "a log line it needs (global_batch_size, run_stop, eval_accuracy) is "
-                            "malformed: fix the logs flagged above",
-                        )
-                    )
+                    findings.append(_crash(e, display_dir, power))
+                    findings += power  # the likelier cause, said right after (and not again)
+                    power = []
                 finally:
                     mlp_compliance.main = real_main
 
@@ -326,7 +350,7 @@ def check_result_dir(
     for f in files:
         if f not in logs:
             logs[f] = check_log(f, ruleset, display=display_path(f, base), source=how)
-    findings += power_lint(result_dir, base, power_gaps)
+    findings += power
     findings += cross_check(org, result_dir, desc, display_dir)
     if tool.get("passed"):  # the folder's row also answers for its power logs
         tool["passed"] = not any(f.severity == "error" for f in findings)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import ConfigError
-from harness.core.files import refuse_special
+from harness.core.files import open_input, refuse_special
 from harness.core.mllog_reader import read_events
 from harness.core.runfolder import OUTPUT_FILES, read_timings
 from harness.core.tree import load_system
@@ -80,7 +80,7 @@ class RunData:
 
 def _tail(path: Path, limit: int = 200_000) -> str:
     try:
-        with open(path, "rb") as f:
+        with open_input(path, "rb") as f:
             f.seek(max(0, path.stat().st_size - limit))
             return f.read().decode("utf-8", "replace")
     except OSError:
