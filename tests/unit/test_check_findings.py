@@ -142,3 +142,28 @@ def test_runs_that_agree_on_another_org_than_the_folder_are_a_warning(tmp_path):
     assert rep.passed
     (said,) = [f for f in rep.all_findings() if "submission_org" in f.message]
     assert said.severity == "warning" and "'Someone Else'" in said.message and "'AMD'" in said.message
+
+
+def test_a_published_foreign_log_and_a_system_json_of_another_size_fail_naming_both(tmp_path):
+    """The reviewer's walk with real logs: NVIDIA's v4.0 8-node llama2 run dropped into Lenovo's
+    v5.0 one-node llama2 folder as result_7.txt, and a system JSON saying 2 nodes x 4. Each is an
+    error naming both sides: the run's org and platform against the folder's other runs, its
+    configuration keys (batch size, learning rate, ...) against theirs, the node count of the
+    logs' platform ('1x...') against the JSON's number_of_nodes. Published folders raise none of
+    these (test_results_rounds checks the eleven)."""
+    import json
+
+    org = _copy(tmp_path, LENOVO)
+    llama = org / "results" / "SR780aV3-8xB200_SXM_180GB" / "llama2_70b_lora"
+    nvidia = fixture_path("mlperf_v4.0/NVIDIA/results/eos_n8_ngc24.04_nemo/llama2_70b_lora/result_0.txt")
+    shutil.copyfile(nvidia, llama / "result_7.txt")
+    (sys_json,) = (org / "systems").glob("*.json")
+    desc = json.loads(sys_json.read_text())
+    sys_json.write_text(json.dumps({**desc, "number_of_nodes": 2, "accelerators_per_node": 4}))
+    rep = check_path(org)
+    errors = [f.message for f in rep.all_findings() if f.tool == "harness" and f.severity == "error"]
+    assert any(m.startswith("result_7.txt log submission_org 'NVIDIA'") and "'Lenovo'" in m for m in errors)
+    assert any(m.startswith("result_7.txt log submission_platform '8xNVIDIA DGX H100'") for m in errors)
+    config = [m for m in errors if m.startswith("result_7.txt log ") and "submission_" not in m]
+    assert config, errors  # the 8-node run's configuration is not the 1-node runs'
+    assert any("(1 nodes)" in m and "number_of_nodes 2" in m for m in errors), errors

@@ -289,20 +289,41 @@ class Report:
     kind: str  # log | logs | tree
     logs: list[LogResult] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)  # tree-level (package, systems, rcp, ...)
+    # about the whole check, said before anything else: the ruleset guessed for a tree, logs that
+    # look older than the ruleset nobody pinned (older.py)
+    head: list[Finding] = field(default_factory=list)
     tools: list[dict] = field(default_factory=list)  # what ran: {"tool", "target", "passed", ...}
     skipped: list[str] = field(default_factory=list)  # files in a folder without MLLOG lines
     seconds: float = 0.0
 
     @property
     def passed(self) -> bool:
-        return all(r.passed for r in self.logs) and not any(f.severity == "error" for f in self.findings)
+        return all(r.passed for r in self.logs) and not any(
+            f.severity == "error" for f in self.head + self.findings
+        )
 
     @property
     def exit_code(self) -> int:
         return 0 if self.passed else 4
 
     def all_findings(self) -> list[Finding]:
-        return [f for r in self.logs for f in r.findings] + self.findings
+        """In cause order: the check as a whole, each log, then the folders (package, power,
+        cross-checks), whose findings mostly follow from the logs'."""
+        return self.head + [f for r in self.logs for f in r.findings] + self.findings
+
+    def root(self) -> str:
+        """The folder that paths in `--json`'s `all_findings` are relative to."""
+        return os.path.abspath(self.path if os.path.isdir(self.path) else os.path.dirname(self.path))
+
+    def relative(self, shown: str) -> str:
+        """A finding's file as relative to root(): tree findings are shown relative to the root
+        already, those of a folder of logs relative to the working directory (where the user is)."""
+        real = (
+            shown
+            if os.path.isabs(shown)
+            else os.path.join(self.root() if self.kind == "tree" else os.getcwd(), shown)
+        )
+        return os.path.relpath(real, self.root())
 
     def failure_line(self) -> str | None:
         """The contract's one line for exit 4: how much failed and the first error with its file
@@ -329,7 +350,9 @@ class Report:
             "exit_code": self.exit_code,
             "seconds": round(self.seconds, 3),
             "logs": [asdict(r) for r in self.logs],
-            "findings": [asdict(f) for f in self.findings],
+            "findings": [asdict(f) for f in self.head + self.findings],
+            # every finding in one list, in cause order, `file` relative to the checked folder
+            "all_findings": [{**asdict(f), "file": self.relative(f.file)} for f in self.all_findings()],
             "tools": self.tools,
             "skipped": self.skipped,
             "counts": {

@@ -65,8 +65,7 @@ def check_path(
         rep.logs = [check_log(raw, ruleset, round_name=round_name)]
     # one finding, first, for logs that look older than the ruleset nobody pinned (older.py)
     base = os.path.abspath(raw) if rep.kind == "tree" else os.getcwd()
-    after = sum(1 for f in rep.findings[:1] if "guessed" in f.message)  # the tree's guess stays first
-    rep.findings[after:after] = collapse(rep.logs, base)
+    rep.head += collapse(rep.logs, base)
     if not rep.ruleset:
         used = sorted({r.ruleset for r in rep.logs if r.ruleset}) or [default_ruleset()]
         rep.ruleset = ", ".join(used)

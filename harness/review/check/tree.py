@@ -262,6 +262,9 @@ def check_result_dir(
                     "remove the over-long line",
                 )
             )
+    # the runs' own claims (org, platform, configuration) next: a foreign run explains much of
+    # what the package checker and the power lint then say
+    findings += cross_check(org, result_dir, desc, display_dir)
     if problem:
         findings.append(
             Finding(
@@ -351,7 +354,6 @@ def check_result_dir(
         if f not in logs:
             logs[f] = check_log(f, ruleset, display=display_path(f, base), source=how)
     findings += power
-    findings += cross_check(org, result_dir, desc, display_dir)
     if tool.get("passed"):  # the folder's row also answers for its power logs
         tool["passed"] = not any(f.severity == "error" for f in findings)
     tool["errors"] = sum(f.severity == "error" for f in findings)
@@ -399,7 +401,7 @@ def check_tree(
         ruleset, guessed = tree_ruleset(path, groups)
     rep = Report(path=path, ruleset=ruleset, kind="tree")
     if guessed:
-        rep.findings.append(_harness(path, "warning", guessed, "pass --round or --ruleset to choose"))
+        rep.head.append(_harness(path, "warning", guessed, "pass --round or --ruleset to choose"))
     jobs = []
     for org, dirs in sorted(groups.items()):
         systems: dict[str, str] = {}  # system -> the ruleset of its first result folder
