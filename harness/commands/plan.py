@@ -131,9 +131,6 @@ def plan(bench, run_dirs, system_name, system_json, stack, size, sets, nproc_per
         sys.stdout.write(json.dumps(doc, indent=1) + "\n")
         return 0
     plan_show.render(result, doc, top)
-    if explain:
-        for t in doc["explain"]:
-            click.echo(f"  {t['term']:>20s} = {t['value']:.6g}   {t['formula']}")
     if plot_path:
         click.echo(f"plot: {plot_path}")
     return 0

@@ -3,72 +3,46 @@ planner itself never prints)."""
 
 from __future__ import annotations
 
-import sys
-
 
 def render(plan, doc: dict, top: int) -> None:
     """The layout table and what the planner says about it (the `--json` document, drawn)."""
     from rich.console import Console
-    from rich.table import Table
+    from rich.text import Text
 
-    console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+    from harness.commands import tables
+    from harness.commands.tables import Col
+
+    # piped with no COLUMNS: 200 wide and lines never wrapped (one line a fact, for grep);
+    # a terminal or a set COLUMNS: lines wrap at spaces, so no number is split at the edge
+    width = tables.width(200)
+    console = Console(highlight=False, soft_wrap=width is not None, width=width)
     hw = doc["hardware"]
     title = (
         f"mlperf plan {plan.bench.name} on {doc['system']}: {hw['nodes']} x {hw['accelerators_per_node']} "
         f"{hw['accelerator']} ({hw['world']} accelerators, {hw['memory_gib']:.0f} GiB each)"
     )
-    table = Table(title=title, title_justify="left")
-    cols = [
-        "#",
-        "TP",
-        "PP",
-        "VP",
-        "CP",
-        "DP",
-        "MBS",
-        "GA",
-        "GBS",
-        "recompute",
-        "mem GiB",
-        "compute s",
-        "TP/CP s",
-        "bubble s",
-        "DP exp. s",
-        "other s",
-        "eval s",
-        "step s",
-        "samples",
-        "minutes",
-        "80 % range",
-    ]
-    for col in cols:
-        table.add_column(col, justify="right" if col not in ("recompute",) else "left")
+    cols = [Col("#", key=True)] + [Col(c) for c in ("TP", "PP", "VP", "CP", "DP", "MBS", "GA", "GBS")]
+    cols += [Col("recompute", left=True)]
+    cols += [Col(c) for c in ("mem GiB", "compute s", "TP/CP s", "bubble s", "DP exp. s", "other s")]
+    cols += [Col(c) for c in ("eval s", "step s", "samples", "minutes", "80 % range")]
+    rows = []
     for i, o in enumerate(doc["options"], 1):
         lay, b = o["layout"], o["step_breakdown_s"]
-        table.add_row(
-            str(i),
-            str(lay["tp"]),
-            str(lay["pp"]),
-            str(lay["vp"]),
-            str(lay["cp"]),
-            str(lay["dp"]),
-            str(lay["mbs"]),
-            str(lay["ga"]),
-            str(lay["gbs"]),
-            lay["recompute"],
-            f"{o['memory_total_gib']:.1f}",
-            f"{b['compute']:.3f}",
-            f"{b['tp']:.3f}",
-            f"{b['pp_bubble']:.3f}",
-            f"{b['dp_exposed']:.3f}",
-            f"{b['overhead'] + b.get('gather', 0.0) + b.get('fsdp', 0.0):.3f}",
-            f"{b['eval']:.3f}",
-            f"{o['step_s']:.3f}",
-            f"{o['samples_to_converge']:,.0f}",
-            f"[bold]{o['predicted_min']:.2f}[/]",
-            _range(o),
+        rows.append(
+            [str(i)]
+            + [str(lay[k]) for k in ("tp", "pp", "vp", "cp", "dp", "mbs", "ga", "gbs")]
+            + [lay["recompute"], f"{o['memory_total_gib']:.1f}"]
+            + [f"{b[k]:.3f}" for k in ("compute", "tp", "pp_bubble", "dp_exposed")]
+            + [
+                f"{b['overhead'] + b.get('gather', 0.0) + b.get('fsdp', 0.0):.3f}",
+                f"{b['eval']:.3f}",
+                f"{o['step_s']:.3f}",
+                f"{o['samples_to_converge']:,.0f}",
+                Text(f"{o['predicted_min']:.2f}", style="bold"),
+                _range(o),
+            ]
         )
-    console.print(table)
+    tables.show(console, title, cols, rows, note="layout")
     console.print(
         "per step: compute, TP/CP collectives, pipeline bubble + sends, exposed DP traffic, other "
         "(fixed overheads; + FSDP gathers; + input gathering where the benchmark has it), evaluation; samples to converge "
@@ -121,6 +95,8 @@ def render(plan, doc: dict, top: int) -> None:
         )
     for a in doc["notes"]:
         console.print(f"note: {a}", markup=False, style="yellow")
+    for t in doc.get("explain") or []:  # `--explain`: here, so that its lines wrap as the others
+        console.print(f"  {t['term']:>20s} = {t['value']:.6g}   {t['formula']}", markup=False)
 
 
 def _range(o: dict) -> str:

@@ -33,10 +33,6 @@ def results():
     """Score results, ingest published rounds, compare rounds."""
 
 
-def _fmt(v, digits=3):
-    return "-" if v is None else f"{v:.{digits}f}"
-
-
 def _dump(doc):
     sys.stdout.write(json.dumps(doc, indent=1, default=str) + "\n")
 
@@ -97,6 +93,9 @@ def score(path, as_json, csv_path, with_runs, ruleset, round_name, check, rcp):
     if not rows:
         raise ConfigError(f"no result folders (with result_*.txt) under {path}")
     _warn(rows)
+    from harness.commands import results_render as show
+
+    show.warn_score_duplicates(rows)
     if not check:
         click.echo("note: --no-check: logs not compliance-checked; runs counted by run_stop status", err=True)
     if csv_path:
@@ -104,42 +103,8 @@ def score(path, as_json, csv_path, with_runs, ruleset, round_name, check, rcp):
     if as_json:
         _dump({"schema_version": SCHEMA_VERSION, "path": path, "checked": check, "results": rows})
         return 0
-    from harness.commands.ui import out
-
-    out().print(_score_table(rows, path, rcp))
+    show.score_table(rows, path, rcp)
     return 0
-
-
-def _score_table(rows, path, rcp):
-    from rich.table import Table
-
-    t = Table(title=f"MLPerf scores under {path}", title_justify="left")
-    cols = ["submitter", "system", "benchmark", "ruleset", "division", "accelerator", "n", "runs"]
-    cols += ["minutes per run", "scaling", "score (min)", "energy (MJ)"]
-    cols += ["RCP", "RCP factor"] if rcp else []
-    right = {"n", "runs", "scaling", "score (min)", "energy (MJ)", "RCP factor"}
-    for c in cols:
-        t.add_column(c, justify="right" if c in right else "left", overflow="fold")
-    for r in rows:
-        mins = " ".join("x" if m is None else f"{m:.2f}" for m in r["run_minutes"])
-        cells = [
-            r["submitter"] or "-",
-            r["system"],
-            r["benchmark"],
-            r["ruleset"],
-            r["division"] or "-",
-            r["accelerator"] or "-",
-            str(r["accelerators"] or "-"),
-            str(r["runs"]),
-            mins,
-            f"{r['scaling_factor']:.4f}",
-            f"[bold]{_fmt(r['score_min'])}[/]" if r["score_min"] is not None else "[red]invalid[/]",
-            "-" if r["energy_j"] is None else f"{r['energy_j'] / 1e6:.3f}",
-        ]
-        if rcp:
-            cells += [r["rcp"] or "-", _fmt(r["rcp_factor"], 4)]
-        t.add_row(*cells)
-    return t
 
 
 _CSV = [
@@ -237,9 +202,10 @@ def ingest(round_root, round_name, ruleset, check, db, as_json):
 @click.option("--json", "as_json", is_flag=True)
 def compare(benchmark, rounds, ruleset, accelerator, scale, by, plot_path, db, as_json):
     """Best score, matched-scale score, accelerator-minutes, scaling efficiency, energy and speedup per round."""
-    from harness.commands.results_render import compare_table
+    from harness.commands import results_render as show
     from harness.core import rulesets as rules
     from harness.review.results.compare import compare as do_compare
+    from harness.review.results.compare import dedupe
     from harness.review.results.ingest import DEFAULT_DB, load
 
     benchmark = rules.validate_benchmark(
@@ -249,16 +215,15 @@ def compare(benchmark, rounds, ruleset, accelerator, scale, by, plot_path, db, a
     if ruleset:
         df = df[df["ruleset"] == ruleset]
     doc = do_compare(df, benchmark, accelerator, scale, by=by)
+    show.warn_compare_duplicates(doc)
     if plot_path:
         from harness.review.results.plot import plot
 
-        doc["plot"] = plot(df, benchmark, plot_path, accelerator)
+        doc["plot"] = plot(dedupe(df)[0], benchmark, plot_path, accelerator)  # a result once, as counted
     if as_json:
         _dump({"schema_version": SCHEMA_VERSION, **doc})
         return 0
-    from harness.commands.ui import out
-
-    out().print(compare_table(doc))
+    show.compare_table(doc)
     if plot_path:
         click.echo(f"plot: {plot_path}", err=True)
     return 0

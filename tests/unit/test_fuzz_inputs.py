@@ -112,7 +112,9 @@ def _paths(doc, prefix=()):
 @st.composite
 def mutated(draw, text: str, fmt: str) -> bytes:
     """A valid document's text, broken one way."""
-    how = draw(st.sampled_from(["value", "value", "truncate", "utf16", "duplicate"]))
+    how = draw(st.sampled_from(["value", "value", "truncate", "utf16", "duplicate", "binary"]))
+    if how == "binary":  # not text at all (a core dump saved under the name)
+        return draw(st.binary(min_size=1, max_size=64))
     if how == "truncate":
         raw = text.encode()
         return raw[: draw(st.integers(min_value=0, max_value=len(raw) - 1))]
@@ -254,3 +256,68 @@ GPT3_KEYS = ["opt_base_learning_rate", "global_batch_size", "max_steps", "seed",
 def test_set_value(work, key, value):
     d = _fresh(work, "set")
     _holds(d, "run", "gpt3", "--set", f"{key}={value}", "--dry-run", "--results-dir", str(d / "r"))
+
+
+# numeric options: validated at parse (exit 2, one line), never an exit 0 on 0, -5 or 10^12
+NUMERIC = [
+    ("plan", "gpt3", "--system", "cpu-local", "--global-batch-size"),
+    ("run", "gpt3", "--dry-run", "--runs"),
+    ("run", "gpt3", "--dry-run", "--nproc-per-node"),
+    ("results", "compare", "-b", "gpt3", "--db", "{db}", "--scale"),
+]
+
+
+@FUZZ
+@given(
+    argv=st.sampled_from(NUMERIC),
+    value=st.one_of(st.integers(min_value=-(2**70), max_value=2**70), VALUES.map(str), st.just("9" * 5000)),
+)
+def test_numeric_option(work, argv, value):
+    d = _fresh(work, "numeric")
+    argv = tuple(a.format(db=d / "db") for a in argv)
+    _holds(d, *argv, str(value), *(("--results-dir", str(d / "r")) if argv[0] == "run" else ()))
+    if isinstance(value, int) and value < 1:
+        assert _main(*argv, str(value))[0] == 2
+
+
+@contextlib.contextmanager
+def _deadline(seconds: int):
+    """SIGALRM raises in the blocked read (PEP 475): a reader that opens a FIFO fails the example
+    instead of hanging the suite."""
+    import signal
+
+    def stop(*_):
+        raise TimeoutError(f"hung for {seconds} s: a special file was opened")
+
+    old = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@FUZZ
+@given(
+    kind=st.sampled_from(["fifo", "socket", "device"]),
+    place=st.sampled_from(
+        ["results/cpu-local/gpt3/result_1.txt", "results/cpu-local/gpt3/power/result_0/node_0.txt",
+         "results/cpu-local/gpt3/scaling.json", "results/cpu-local/package_checker_params",
+         "systems/cpu-local.json", "results/cpu-local/gpt3/extra.txt"]
+    ),
+)  # fmt: skip
+def test_a_special_file_in_a_tree(work, kind, place):
+    from test_special_files import _special
+
+    d = _fresh(work, "special")
+    org = d / "MyOrg"
+    shutil.copytree(TREE, org)
+    target = org / place
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.unlink(missing_ok=True)
+    _special(kind, target)
+    with _deadline(60):
+        _holds(d, "check", str(org))
+        _holds(d, "results", "score", str(org))
+        _holds(d, "diagnose", str(org / "results" / "cpu-local" / "gpt3"))

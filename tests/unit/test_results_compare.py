@@ -136,3 +136,57 @@ def test_plot_never_joins_two_families_and_names_only_the_frontier(tmp_path):
         assert names == [f[2] for f in frontier(d)]  # names on the frontier only, one per scale
     out = plot(df[df["round"] >= "v5.0"], "llama2_70b_lora", str(tmp_path / "p.png"))  # the file: two rounds
     assert 20_000 < os.path.getsize(out) < 200_000
+
+
+# --- one result published twice (the same runs under another submitter and system name) ------
+
+
+def test_a_result_published_twice_is_flagged_and_counted_once(tmp_path):
+    """A partner's folder holding AMD's very logs under its own system name: `results score`
+    warns once naming both and `results compare` counts the result once, as AMD's (its logs name
+    AMD); a database without run_ids (ingested before) is compared as it was."""
+    import json
+    import shutil
+
+    from click.testing import CliRunner
+
+    from harness.cli import cli
+    from harness.review.results.compare import duplicates
+
+    tree = tmp_path / "v5.1"
+    shutil.copytree(fixture_path("rounds/v5.1/AMD"), tree / "AMD")
+    partner = tree / "Partner"
+    shutil.copytree(fixture_path("rounds/v5.1/AMD"), partner)
+    (partner / "results" / "MI355X_EPYC_9575F_pytorch").rename(partner / "results" / "partner_mi355x")
+    (partner / "systems" / "MI355X_EPYC_9575F_pytorch.json").rename(
+        partner / "systems" / "partner_mi355x.json"
+    )
+    amd, copy = "AMD/MI355X_EPYC_9575F_pytorch/llama31_8b", "Partner/partner_mi355x/llama31_8b"
+
+    def mlperf(*args):
+        res = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+        return res
+
+    score = mlperf("results", "score", str(tree), "--no-check", "--json")
+    twice = [w for w in score.stderr.splitlines() if "published twice" in w]
+    assert len(twice) == 1 and amd in twice[0] and copy in twice[0], score.stderr
+    rows = {r["submitter"]: r for r in json.loads(score.stdout)["results"]}
+    assert rows["Partner"]["duplicate_of"] == amd and rows["AMD"]["duplicate_of"] is None
+    assert (
+        rows["Partner"]["duplicate_runs"] == 10 and rows["Partner"]["score_min"] == rows["AMD"]["score_min"]
+    )
+
+    db = tmp_path / "db"
+    ingest(str(tree), "v5.1", str(db), check=False)
+    cmp = mlperf("results", "compare", "-b", "llama31_8b", "--db", str(db), "--json")
+    twice = [w for w in cmp.stderr.splitlines() if "published twice" in w]
+    assert len(twice) == 1 and amd in twice[0] and copy in twice[0] and "counted once" in twice[0]
+    doc = json.loads(cmp.stdout)
+    (v51,) = doc["rounds"]
+    assert v51["results"] == 1 and v51["best_submitter"] == "AMD"
+    assert doc["duplicates"] == [
+        {"round": "v5.1", "kept": amd, "dropped": copy, "shared_runs": 10, "runs": 10}
+    ]
+    old = load(str(db)).drop(columns=["run_ids", "submission_org"])  # a database of before
+    assert compare(old, "llama31_8b")["rounds"][0]["results"] == 2 and not duplicates(old.to_dict("records"))

@@ -12,17 +12,22 @@ or, with `by="energy"`, by energy to train (rounds and results with power logs):
   smallest and largest scale: (t_small x n_small) / (t_large x n_large), 1.0 = perfect;
 - best energy (J) and energy per accelerator where the round has power results;
 - speedup over the previous round, of the best and at the matched scale.
+A result published twice in a round (the same runs under two system names or submitter folders:
+`duplicates`) is counted once, and named in the document's `duplicates`.
 """
 
 from __future__ import annotations
 
+import numbers
 import re
 
-from harness.core.errors import ConfigError
 from harness.core import rulesets as rules
+from harness.core.errors import ConfigError
 
 METRICS = {"time": "score_min", "energy": "energy_j"}
 _ACC_RE = re.compile(r"\b(GB\d{3}|[A-Z]{1,2}\d{2,3}[A-Z]?|MI\d{3}X?|Gaudi\s?\d|TPU[-\s]?\w+)", re.I)
+
+
 def short_accelerator(name) -> str:
     """'NVIDIA H100-SXM5-80GB' -> 'H100', 'AMD Instinct MI300X 192GB HBM3' -> 'MI300X'."""
     if not isinstance(name, str) or not name:
@@ -30,6 +35,83 @@ def short_accelerator(name) -> str:
     name = re.sub(r"\((?:R|TM)\)|[®™]", "", name)
     m = _ACC_RE.search(name)
     return m[1].replace(" ", "") if m else name.strip()[:14]
+
+
+def result_name(row) -> str:
+    return f"{row.get('submitter') or '-'}/{row.get('system')}/{row.get('benchmark')}"
+
+
+def _ids(row) -> set:
+    ids = row.get("run_ids")
+    if isinstance(ids, str):  # the database keeps them as one ';'-joined string
+        ids = ids.split(";")
+    return {i for i in ids if i} if isinstance(ids, (list, tuple)) else set()  # NaN: an older database
+
+
+def duplicates(rows: list[dict]) -> list[dict]:
+    """Results that are one result published twice: folders of a benchmark sharing a run (the same
+    run_start and run_stop to the millisecond, `run_ids`; independent runs never do), e.g. a
+    partner's folder holding copies of the logs of NVIDIA's. Per group, one is kept (`_original`);
+    one entry {kept, dropped (row indices), shared, runs} for every other. Rows without run_ids
+    (a database ingested before they were stored) are never duplicates."""
+    ids = [_ids(r) for r in rows]
+    group = list(range(len(rows)))
+
+    def top(i: int) -> int:
+        while group[i] != i:
+            i = group[i]
+        return i
+
+    first: dict = {}
+    for i, r in enumerate(rows):
+        for run in ids[i]:
+            j = first.setdefault((r.get("benchmark"), run), i)
+            group[top(i)] = top(j)
+    members: dict = {}
+    for i in range(len(rows)):
+        members.setdefault(top(i), []).append(i)
+    out = []
+    for m in members.values():
+        if len(m) < 2:
+            continue
+        kept = min(m, key=lambda i: _original(rows[i]))
+        for i in sorted(m):
+            if i != kept:
+                out.append(
+                    {"kept": kept, "dropped": i, "shared": len(ids[i] & ids[kept]), "runs": len(ids[i])}
+                )
+    return out
+
+
+def _original(row) -> tuple:
+    """Sort key of the copies of a result, the original first: the folder of the submitter its
+    logs name, then one without problems, with the most counted runs, then by name."""
+    own = bool(row.get("submitter")) and row.get("submitter") == row.get("submission_org")
+    counted = row.get("runs_scored")  # a database row; a score row has run_minutes
+    if not isinstance(counted, numbers.Real) or counted != counted:  # numpy's int64 is a Real
+        counted = sum(m is not None for m in row.get("run_minutes") or [])
+    return (not own, bool(row.get("problems")), -counted, str(row.get("submitter")), str(row.get("system")))
+
+
+def dedupe(df) -> tuple:
+    """(df without the second copies of results published twice, one dict each naming both)."""
+    drop, said = [], []
+    for r in sorted(df["round"].unique(), key=round_key) if "round" in df.columns else []:
+        d = df[df["round"] == r]
+        recs = d.to_dict("records")
+        for dup in duplicates(recs):
+            kept, gone = recs[dup["kept"]], recs[dup["dropped"]]
+            drop.append(d.index[dup["dropped"]])
+            said.append(
+                {
+                    "round": r,
+                    "kept": result_name(kept),
+                    "dropped": result_name(gone),
+                    "shared_runs": dup["shared"],
+                    "runs": dup["runs"],
+                }
+            )
+    return df.drop(index=drop), said
 
 
 def round_key(r: str) -> tuple:
@@ -56,11 +138,14 @@ def _opt(v):
     return None if v is None or v != v else float(v)  # NaN -> None
 
 
-def compare(df, benchmark: str, accelerator: str | None = None, scale: int | None = None, by: str = "time") -> dict:
+def compare(
+    df, benchmark: str, accelerator: str | None = None, scale: int | None = None, by: str = "time"
+) -> dict:
     metric = METRICS[by]
     if metric not in df.columns:
         raise ConfigError(f"the database has no {by} column: re-ingest the rounds with this version")
     sel, names = select(df, benchmark, accelerator, metric)
+    sel, dups = dedupe(sel)
     if sel.empty:
         what = "/".join(names) + (f" on {accelerator}" if accelerator else "")
         raise ConfigError(f"no results with a {by} score for {what} in the ingested rounds")
@@ -108,7 +193,9 @@ def compare(df, benchmark: str, accelerator: str | None = None, scale: int | Non
         if not am.empty:
             n = am["accelerators"].astype(float)
             # time: accelerator-minutes (time x n); energy: joules per accelerator (E / n)
-            am = am.assign(_per=am[metric].astype(float) * n if by == "time" else am[metric].astype(float) / n)
+            am = am.assign(
+                _per=am[metric].astype(float) * n if by == "time" else am[metric].astype(float) / n
+            )
             ab = am.loc[am["_per"].idxmin()]
             row["best_per_accelerator"], row["best_per_accelerator_system"] = float(ab["_per"]), ab["system"]
             if by == "time":
@@ -119,7 +206,15 @@ def compare(df, benchmark: str, accelerator: str | None = None, scale: int | Non
                 row["speedup_matched"] = prev["matched"] / row["matched"]
         out.append(row)
         prev = row
-    return {"benchmark": benchmark, "names": names, "accelerator": accelerator, "by": by, "matched_scale": scale, "rounds": out}
+    return {
+        "benchmark": benchmark,
+        "names": names,
+        "accelerator": accelerator,
+        "by": by,
+        "matched_scale": scale,
+        "rounds": out,
+        "duplicates": dups,
+    }
 
 
 def _scaling(row: dict, am, metric: str) -> None:

@@ -86,11 +86,13 @@ def run_energy(folder: str, result_file: str, time_to_train_ms: float, ruleset: 
                 loglines, _failed = parse(f, ruleset)  # the summarizer ignores unparsable lines too
                 total += compute(loglines, time_to_train_ms)
             except ZeroDivisionError:
-                raise ValueError(f"{name}: zero-length measurement window (power_measurement_stop at its start)")
+                raise ValueError(
+                    f"{name}: zero-length measurement window (power_measurement_stop at its start)"
+                ) from None
             except OSError as e:
-                raise ValueError(f"{name}: unreadable ({e.strerror or e})")
+                raise ValueError(f"{name}: unreadable ({e.strerror or e})") from e
             except Exception as e:  # noqa: BLE001 - whatever crashes the official tool, named
-                raise ValueError(f"{name}: {type(e).__name__}: {e}")
+                raise ValueError(f"{name}: {type(e).__name__}: {e}") from e
     return total
 
 

@@ -8,9 +8,9 @@ import glob
 import os
 from dataclasses import dataclass, field
 
+from harness.core import rulesets as rules
 from harness.core.files import is_special
 from harness.core.tree import load_system, mixed_folder, read_scaling
-from harness.core import rulesets as rules
 from harness.review.check.log import tiny_rules_path
 from harness.review.check.official import quiet_check
 from harness.review.results import energy
@@ -36,16 +36,26 @@ def plan_folder(folder: str, ruleset: str | None = None, round_name: str | None 
         said = max(set(logged), key=logged.count) if logged else None
         if said not in rules.all_benchmarks():
             rs, how = rules.resolve(ruleset, round_name=round_name, path=folder)
-            return Plan(folder, name, rs, how, checkable=False, problems=[
-                f"unknown benchmark folder '{name}' (no training ruleset of mlperf-logging has it): time scored "
-                "without the compliance check"
-            ])
+            return Plan(
+                folder,
+                name,
+                rs,
+                how,
+                checkable=False,
+                problems=[
+                    f"unknown benchmark folder '{name}' (no training ruleset of mlperf-logging has it): time scored "
+                    "without the compliance check"
+                ],
+            )
         note = f"folder name '{name}' is not a benchmark; its logs say '{said}' (scored as that)"
         name = said
     else:
         note = None
     rs, how, problem = rules.for_folder(name, folder, ruleset, round_name)
-    mixed = [f"{m}; one submission folder holds one round's runs at one size: all scored under {rs}" for m in mixed_folder(folder)]
+    mixed = [
+        f"{m}; one submission folder holds one round's runs at one size: all scored under {rs}"
+        for m in mixed_folder(folder)
+    ]
     return Plan(folder, name, rs, how, problems=[p for p in (note, problem) if p] + mixed)
 
 
@@ -69,6 +79,15 @@ def read_one(task: tuple) -> object:
 def _int(v) -> int | None:
     try:
         return int(str(v).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+def _run_id(run) -> str | None:
+    """'<run_start ms>-<run_stop ms>': two runs logged the same two instants to the millisecond
+    are one run, published twice (a copied log, or one re-stamped for another system)."""
+    try:
+        return f"{float(run.run_start_ms):.0f}-{float(run.run_stop_ms):.0f}"
     except (TypeError, ValueError):
         return None
 
@@ -105,7 +124,9 @@ def assemble(job: tuple) -> dict:
         "ruleset": plan.ruleset,
         "ruleset_source": plan.ruleset_source,
         "checked": checked and plan.checkable,
-        **dict.fromkeys(("division", "availability", "system_name", "accelerator", "framework", "accelerators", "nodes")),
+        **dict.fromkeys(
+            ("division", "availability", "system_name", "accelerator", "framework", "accelerators", "nodes")
+        ),
         "tiny": any(r.tiny for r in runs),
         "runs": len(runs),
         "path": folder,
@@ -143,6 +164,10 @@ def assemble(job: tuple) -> dict:
 
         row.update(rcp_check(folder, plan.ruleset, factor, row["division"]))
     row["problems"] = problems
+    # what makes this result the same as another folder's (compare.duplicates): its runs' times
+    row["run_ids"] = sorted(i for i in map(_run_id, runs) if i)
+    orgs = [r.org for r in runs if isinstance(r.org, str)]
+    row["submission_org"] = max(set(orgs), key=orgs.count) if orgs else None
     if with_runs:
         row["run_details"] = [{**r.to_dict(), "energy_j": run_energy.get(r.path)} for r in runs]
     return row

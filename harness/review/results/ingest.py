@@ -19,8 +19,8 @@ import shutil
 import uuid
 from importlib import metadata
 
-from harness.core.errors import ConfigError
 from harness.core import rulesets as rules
+from harness.core.errors import ConfigError
 from harness.review.results.score import score_tree
 
 DEFAULT_DB = os.path.join("results", "db")
@@ -54,7 +54,11 @@ RESULT_COLUMNS = [
     "ruleset_source",
     "checked",
     "mlperf_logging",
+    "run_ids",  # ';'-joined '<run_start ms>-<run_stop ms>' of its runs: compare.duplicates
+    "submission_org",  # the org its logs name
 ]
+# columns newer than some stored rounds: read as missing (no duplicate detection), not an error
+_OPTIONAL = {"run_ids", "submission_org"}
 
 
 def normalise_round(name: str) -> str:
@@ -88,6 +92,7 @@ def rows_for(
             "progress_per_s_per_acc": r["progress_per_s"] / acc if r["progress_per_s"] and acc else None,
             "problems": "; ".join(r["problems"]),
             "mlperf_logging": version,
+            "run_ids": ";".join(r["run_ids"]),
         }
         results.append({k: row.get(k) for k in RESULT_COLUMNS})
         for i, d in enumerate(r["run_details"]):
@@ -196,7 +201,7 @@ def load(db: str = DEFAULT_DB, rounds: list[str] | None = None, table: str = "re
 
 # What every reader of the database may index: a snapshot without them is not one we wrote.
 REQUIRED = {
-    "results": RESULT_COLUMNS,
+    "results": [c for c in RESULT_COLUMNS if c not in _OPTIONAL],
     "runs": ["round", "submitter", "system", "benchmark", "file", "minutes"],
 }
 

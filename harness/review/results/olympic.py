@@ -31,7 +31,9 @@ def olympic_mean(values: Iterable[float | None], max_dropped: int = 1) -> float:
     return sum(countable) * 1.0 / len(countable)
 
 
-def score_runs(runs: list, benchmark: str | None = None, scaling_factor: float = 1.0, checked: bool = True) -> dict:
+def score_runs(
+    runs: list, benchmark: str | None = None, scaling_factor: float = 1.0, checked: bool = True
+) -> dict:
     """Score already-read runs. Returns minutes per run (None: not counted), olympic mean,
     factor, score and problems."""
     problems, minutes = [], []

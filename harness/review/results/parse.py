@@ -128,7 +128,9 @@ class Run:
         elif self.run_start_ms is None:
             self.problems.append("no run_start: the run never started timing")
         elif self.run_stop_ms is None:
-            self.problems.append("no run_stop: the run was cut off (the harness appends 'run_stop status=aborted')")
+            self.problems.append(
+                "no run_stop: the run was cut off (the harness appends 'run_stop status=aborted')"
+            )
         if self.minutes is not None and (math.isnan(self.minutes) or self.minutes < 0):
             self.problems.append(f"run_stop is before run_start ({self.minutes:.3f} min)")
         return self

@@ -11,6 +11,8 @@ Score of one (submitter, system, benchmark) result folder, as the result summari
      count are the dropped slowest, at most as many as are dropped (more: no valid score);
   4. times the committed `scaling.json` factor, if the folder has one;
   5. energy (joules) the same way where the folder has power/ logs (energy.py).
+A folder whose runs are another folder's (the same run_start/run_stop: one result published
+twice, compare.duplicates) is scored too, and names the other in `duplicate_of`.
 Same float operations in the same order as the summarizer, so scores are bit-identical.
 
 `check=False` (`--no-check`) skips the compliance check for speed: then a run counts when it
@@ -28,6 +30,7 @@ import os
 
 from harness.core.tree import find_result_dirs, result_files
 from harness.review.pool import pmap
+from harness.review.results.compare import duplicates, result_name
 from harness.review.results.energy import has_power
 from harness.review.results.folder import Plan, assemble, plan_folder, read_one
 from harness.review.results.olympic import olympic_mean, score_runs
@@ -50,7 +53,13 @@ def score_tree(
     `ruleset` / `round_name` fix the ruleset; otherwise each folder's is inferred (rules.resolve)
     and recorded in its row (`ruleset`, `ruleset_source`)."""
     plans = [plan_folder(d, ruleset, round_name) for d in find_result_dirs(root)]
-    return _score(plans, with_runs=with_runs, check=check, rcp=rcp, workers=workers)
+    rows = _score(plans, with_runs=with_runs, check=check, rcp=rcp, workers=workers)
+    for r in rows:
+        r["duplicate_of"], r["duplicate_runs"] = None, 0
+    for d in duplicates(rows):  # each is still scored: the folder is there; compare counts it once
+        rows[d["dropped"]]["duplicate_of"] = result_name(rows[d["kept"]])
+        rows[d["dropped"]]["duplicate_runs"] = d["shared"]
+    return rows
 
 
 def score_result_dir(path: str | os.PathLike, **kw) -> dict:
