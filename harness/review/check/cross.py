@@ -3,19 +3,18 @@ official tool makes: do the runs' logs say they belong to this submission?
 
     org/results/<system>/<benchmark>/result_<i>.txt   beside   org/systems/<system>.json
 
-- the runs of a folder name one `submission_org`, `submission_division` and `submission_platform`:
-  a log that names another than the others is an error naming both (a foreign log dropped in);
-- the logs' `submission_division` is the system JSON's `division`: else an error naming both;
+- runs apart: every key the runs log before run_start is what most runs of the folder log, except
+  the seed and measurements (`tracked_stats`, `cache_clear`) and this harness's own keys. A run
+  that differs is one finding listing each key with both values, who first: another
+  `submission_org`/`division`/`platform` is an error (a foreign log dropped in), another batch
+  size or learning rate an error in closed (published folders differ only in the excepted keys),
+  a warning in open;
+- logs apart from the system JSON, one finding: their `submission_division` against its
+  `division`, the node count their `submission_platform` starts with (`64xNVIDIA DGX H100`, the
+  form NVIDIA's and this harness's logs use; others are not compared) against `number_of_nodes`;
 - the logs' `submission_org` is the submitter folder's name or the system JSON's `submitter`
   (compared without case, spaces and punctuation): else a warning naming both (published folders
   do differ: a university's runs of a vendor's code still logging the vendor).
-- the node count a log's `submission_platform` starts with (`64xNVIDIA DGX H100`, the form
-  NVIDIA's and this harness's logs use) is the system JSON's `number_of_nodes`: else an error
-  naming both (platforms without the prefix are not compared);
-- every key the runs log before run_start is the same in every run, except the seed and
-  measurements (`tracked_stats`, `cache_clear`) and this harness's own keys: a run with another
-  batch size or learning rate is an error in closed (the runs of a result are one configuration;
-  published folders differ only in those keys), a warning in open.
 Folder-level findings: the logs themselves stay as the compliance checker judged them.
 """
 
@@ -79,58 +78,18 @@ def _odd_ones(groups: dict[str, list[str]], show=repr) -> tuple[str, list[str], 
 
 
 def cross_check(org: str, result_dir: str, desc: dict | None, display_dir: str) -> list[Finding]:
-    out: list[Finding] = []
-    values: dict[str, str] = {}
+    """The folder's cross-checks, one finding per cause: a run (or runs) apart from the others,
+    the logs apart from the system JSON, the logs' org apart from the folder's."""
     heads = headers(result_dir)
-    for key in KEYS:
-        groups = {
-            json.loads(v): fs for v, fs in _groups(heads, key).items() if isinstance(json.loads(v), str)
-        }
-        odd = _odd_ones(groups)
-        if odd:
-            common, files, others = odd
-            out.append(
-                Finding(
-                    display_dir,
-                    None,
-                    "harness",
-                    "error",
-                    f"{', '.join(files)} log {key} {others}; the other runs of this folder log {common!r}",
-                    "a result folder holds one submission's runs: move the other submission's logs out "
-                    "(renumber from result_0.txt) or correct the key",
-                )
-            )
+    values: dict[str, str] = {}
+    for key in KEYS:  # what most runs say: the folder's claim
+        groups = _groups(heads, key)
         if groups:
-            values[key] = max(groups, key=lambda v: len(groups[v]))
-    division = values.get("submission_division")
-    if desc is not None and division and desc.get("division") and division != desc.get("division"):
-        out.append(
-            Finding(
-                display_dir,
-                None,
-                "harness",
-                "error",
-                f"the logs say submission_division {division!r}, the system JSON says division "
-                f"{desc.get('division')!r}",
-                "one submission has one division: correct the system JSON or check the logs under their own",
-            )
-        )
-    out += _configuration(heads, values.get("submission_division"), display_dir)
-    nodes = _NODES.match(values.get("submission_platform", ""))
-    want = desc.get("number_of_nodes") if desc else None
-    if nodes and isinstance(want, int) and not isinstance(want, bool) and int(nodes[1]) != want:
-        out.append(
-            Finding(
-                display_dir,
-                None,
-                "harness",
-                "error",
-                f"the logs say submission_platform {values['submission_platform']!r} ({nodes[1]} nodes), "
-                f"the system JSON says number_of_nodes {want}",
-                "the runs of a system folder ran on that system: correct the JSON or move the logs to "
-                "the system they ran on",
-            )
-        )
+            common = json.loads(max(groups, key=lambda v: (len(groups[v]), v)))
+            if isinstance(common, str):
+                values[key] = common
+    out = _runs_apart(heads, values.get("submission_division"), display_dir)
+    out += _system_apart(values, desc, display_dir)
     logged_org = values.get("submission_org")
     folder_org = os.path.basename(os.path.abspath(org))
     names = [folder_org] + ([desc["submitter"]] if desc and isinstance(desc.get("submitter"), str) else [])
@@ -149,25 +108,71 @@ def cross_check(org: str, result_dir: str, desc: dict | None, display_dir: str) 
     return out
 
 
-def _configuration(heads: dict[str, dict], division: str | None, display_dir: str) -> list[Finding]:
-    """A key of the runs' configuration whose value differs between runs: one finding per key."""
-    out = []
-    keys = sorted({k for h in heads.values() for k in h})
-    for key in keys:
-        if key in KEYS or key in PER_RUN or key.startswith("harness_"):
+def _runs_apart(heads: dict[str, dict], division: str | None, display_dir: str) -> list[Finding]:
+    """Runs whose submission_* or configuration keys differ from what most runs of the folder log:
+    one finding per set of runs that differ alike (a foreign log: its org, platform, learning
+    rate, ... in one line), an error for another submission's keys or a closed configuration."""
+    said: dict[str, list[str]] = {}  # file -> ["key value (the others: value)", ...]
+    foreign: set[str] = set()
+    for key in sorted({k for h in heads.values() for k in h}, key=lambda k: (k not in KEYS, k)):  # who first
+        if key in PER_RUN or key.startswith("harness_"):
             continue
-        odd = _odd_ones(_groups(heads, key), show=str)  # values as JSON: 64, "adamw"
-        if odd:
-            common, files, others = odd
-            out.append(
-                Finding(
-                    display_dir,
-                    None,
-                    "harness",
-                    "error" if division == "closed" else "warning",
-                    f"{', '.join(files)} log {key} {others}; the other runs of this folder log {common}",
-                    "the runs of one result share one configuration (only the seed differs): rerun "
-                    "them with it, or move them to a result of their own",
-                )
+        odd = _odd_ones(_groups(heads, key), show=str)
+        if not odd:
+            continue
+        common, _files, _others = odd
+        for value, files in _groups(heads, key).items():
+            if value != common:
+                for f in files:
+                    said.setdefault(f, []).append(f"{key} {value} (the others {common})")
+                    foreign |= {f} if key in KEYS else set()
+    alike: dict[tuple, list[str]] = {}
+    for f, diffs in said.items():
+        alike.setdefault((f in foreign, tuple(diffs)), []).append(f)
+    out = []
+    for (is_foreign, diffs), files in alike.items():
+        out.append(
+            Finding(
+                display_dir,
+                None,
+                "harness",
+                "error" if is_foreign or division == "closed" else "warning",
+                f"{', '.join(sorted(files))} differ{'s' if len(files) == 1 else ''} from the other runs of "
+                f"this folder: {'; '.join(diffs)}",
+                "a result folder holds one submission's runs: move the other submission's logs out "
+                "(renumber from result_0.txt) or correct the keys"
+                if is_foreign
+                else "the runs of one result share one configuration (only the seed differs): rerun "
+                "them with it, or move them to a result of their own",
             )
+        )
     return out
+
+
+def _system_apart(values: dict[str, str], desc: dict | None, display_dir: str) -> list[Finding]:
+    """The logs' division and node count against the system JSON's: one finding naming both."""
+    if desc is None:
+        return []
+    apart = []
+    division = values.get("submission_division")
+    if division and desc.get("division") and division != desc.get("division"):
+        apart.append(f"submission_division {division!r} vs division {desc.get('division')!r}")
+    nodes = _NODES.match(values.get("submission_platform", ""))
+    want = desc.get("number_of_nodes")
+    if nodes and isinstance(want, int) and not isinstance(want, bool) and int(nodes[1]) != want:
+        apart.append(
+            f"submission_platform {values['submission_platform']!r} ({nodes[1]} nodes) vs number_of_nodes {want}"
+        )
+    if not apart:
+        return []
+    return [
+        Finding(
+            display_dir,
+            None,
+            "harness",
+            "error",
+            f"the logs and the system JSON disagree: {'; '.join(apart)}",
+            "one submission is one system: correct the system JSON, or move the logs to the system "
+            "they ran on (and check them under their own division)",
+        )
+    ]
