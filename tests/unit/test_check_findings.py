@@ -164,7 +164,7 @@ def test_a_published_foreign_log_and_a_system_json_of_another_size_fail_naming_b
     shutil.copyfile(nvidia, llama / "result_7.txt")
     (sys_json,) = (org / "systems").glob("*.json")
     desc = json.loads(sys_json.read_text())
-    sys_json.write_text(json.dumps({**desc, "number_of_nodes": 2, "accelerators_per_node": 4}))
+    sys_json.write_text(json.dumps({**desc, "number_of_nodes": "2", "accelerators_per_node": "4"}))
     rep = check_path(org)
     errors = [f.message for f in rep.all_findings() if f.tool == "harness" and f.severity == "error"]
     # one finding for the foreign run, naming both sides of each key, who it is first
@@ -175,3 +175,12 @@ def test_a_published_foreign_log_and_a_system_json_of_another_size_fail_naming_b
     assert "opt_base_learning_rate 0.00036 (the others 0.00055)" in run  # its configuration, too
     system = [m for m in errors if m.startswith("the logs and the system JSON disagree")]
     assert len(system) == 2 and all("(1 nodes) vs number_of_nodes 2" in m for m in system)  # bert, llama2
+
+
+def test_logs_of_another_benchmark_than_their_folder_are_an_error(tmp_path):
+    """llama31_8b runs filed as flux1: each log passes under its own benchmark's rules and the
+    package checker counts ten, so only the folder-against-logs check says it."""
+    org = _copy(tmp_path, AMD)
+    (org / AMD_8B).rename(org / AMD_8B.parent / "flux1")
+    errors = [f.message for f in check_path(org).all_findings() if f.severity == "error"]
+    assert "the logs say submission_benchmark 'llama31_8b'; the folder is 'flux1'" in errors, errors

@@ -24,11 +24,13 @@ import json
 import os
 import re
 
+from harness.core import rulesets as rules
 from harness.core.mllog_reader import iter_mllog, parse_record
 from harness.core.tree import result_files
 from harness.review.check.messages import Finding
 
-KEYS = ("submission_org", "submission_division", "submission_platform")
+KEYS = ("submission_org", "submission_division", "submission_platform", "submission_benchmark")
+"""Who a run says it is: a run apart in one of these is another submission's (an error)."""
 PER_RUN = ("seed", "tracked_stats", "cache_clear")  # what runs of one configuration log differently
 _NODES = re.compile(r"(\d+)x\S")
 
@@ -89,6 +91,19 @@ def cross_check(org: str, result_dir: str, desc: dict | None, display_dir: str) 
             if isinstance(common, str):
                 values[key] = common
     out = _runs_apart(heads, values.get("submission_division"), display_dir)
+    folder = rules.benchmark_alias(os.path.basename(result_dir))
+    logged = values.get("submission_benchmark")
+    if logged and folder in rules.all_benchmarks() and logged not in rules.linked(folder) + [folder]:
+        out.append(
+            Finding(
+                display_dir,
+                None,
+                "harness",
+                "error",
+                f"the logs say submission_benchmark {logged!r}; the folder is {folder!r}",
+                "a result folder is named after its benchmark: move the logs to <system>/" + logged,
+            )
+        )
     out += _system_apart(values, desc, display_dir)
     logged_org = values.get("submission_org")
     folder_org = os.path.basename(os.path.abspath(org))
@@ -149,6 +164,15 @@ def _runs_apart(heads: dict[str, dict], division: str | None, display_dir: str) 
     return out
 
 
+def _count(value) -> int | None:
+    """A system JSON count: the official files write strings ("64"); ints are taken too."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    return int(value) if isinstance(value, str) and value.strip().isdigit() and len(value) < 10 else None
+
+
 def _system_apart(values: dict[str, str], desc: dict | None, display_dir: str) -> list[Finding]:
     """The logs' division and node count against the system JSON's: one finding naming both."""
     if desc is None:
@@ -158,8 +182,8 @@ def _system_apart(values: dict[str, str], desc: dict | None, display_dir: str) -
     if division and desc.get("division") and division != desc.get("division"):
         apart.append(f"submission_division {division!r} vs division {desc.get('division')!r}")
     nodes = _NODES.match(values.get("submission_platform", ""))
-    want = desc.get("number_of_nodes")
-    if nodes and isinstance(want, int) and not isinstance(want, bool) and int(nodes[1]) != want:
+    want = _count(desc.get("number_of_nodes"))
+    if nodes and want is not None and int(nodes[1]) != want:
         apart.append(
             f"submission_platform {values['submission_platform']!r} ({nodes[1]} nodes) vs number_of_nodes {want}"
         )

@@ -70,8 +70,8 @@ def collapse(logs: list, base_path: str) -> list[Finding]:
                 "error",
                 f"{len(group)} {benchmark} log(s) look like <= {older} logs: each lacks the {len(keys)} keys "
                 f"{ruleset} requires ({', '.join(sorted(keys))}); checked under {ruleset} ({group[0].ruleset_source})",
-                f"check them under their round: --round v{major}.{minor} (or --ruleset {older}); "
-                f"runs for {ruleset} must log these keys",
+                f"pin their round with --round: v{major}.{minor} or earlier (their keys cannot tell which), "
+                f"e.g. --round v{major}.{minor}; runs for {ruleset} must log these keys",
             )
         )
     return out
