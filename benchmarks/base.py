@@ -73,6 +73,24 @@ class BenchmarkDef(Strict):
         return runs_required(self.name) or 1
 
 
+SPEED_SWITCHES = frozenset(
+    {
+        "fp8",
+        "cuda_graphs",
+        "tp_comm_overlap",
+        "compile",
+        "overlap_grad_reduce",
+        "overlap_param_gather",
+        "flash_attention",
+        "channels_last",
+    }
+)
+"""Switches whose only purpose is speed (what is trained and its memory are the same either way,
+up to FP8's rounding). A shipped config turns one on only where a GPU measurement shows it
+faster: a row of docs/gpu/speed_evidence.yaml whose two timed checks say so
+(tests/unit/test_speed_switches.py). NVIDIA's records turning them on is not a measurement here."""
+
+
 @dataclass(frozen=True)
 class Switch:
     """Where an implementation honours one optimisation switch. Any value but `off` is refused

@@ -73,8 +73,10 @@ class MegatronGptConfig(BenchmarkConfig):
     """Megatron sequence parallelism: activations outside attention/MLP split over the TP ranks (TP >= 2)."""
     tp_comm_overlap: bool = False
     """Overlap TP collectives with GEMMs (Transformer Engine userbuffers; needs sequence_parallel)."""
-    overlap_grad_reduce: bool = True
-    """Overlap the DP gradient reduce-scatter with backward."""
+    overlap_grad_reduce: bool = False
+    """Overlap the DP gradient reduce-scatter with backward. Off by default: a speed switch, on only
+    where a GPU measurement shows it faster (benchmarks/base.py SPEED_SWITCHES); the same sums
+    either way (on CPU under gloo: tests/integration/test_gpt3_tp2.py, test_gpt3_resume.py)."""
     overlap_param_gather: bool = False
     """Overlap the distributed optimizer's param all-gather with forward (needs distributed_optimizer)."""
     activation_recompute: Literal["none", "selective", "full"] = "none"

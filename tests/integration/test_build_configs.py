@@ -123,10 +123,11 @@ def test_gpt3_record_layout_prints_its_per_rank_figures(built):
     assert "8 distinct rank shard(s) of TP4 PP8 VP4 CP1 DP16 (512 ranks)" in text
     assert "parameters: 174,609,555,456 total" in text  # 175B with the vocabulary padded to 50688
     assert "stage 0 (4 chunk(s), 12 layers)" in text and "stage 7 (4 chunk(s), 12 layers)" in text
-    # fp8 and tp_comm_overlap need Transformer Engine: reported, not refused
+    # without Transformer Engine the TE layer spec is reported, not refused (fp8 and tp_comm_overlap
+    # ship off until a GPU measurement shows them faster: docs/gpu/speed_evidence.yaml)
     te = [n for n in rep["not_built"] if "Transformer Engine" in n]
     assert te == [] or te == [
-        "Transformer Engine is not installed: fp8, tp_comm_overlap, the TE layer spec (megatron's local spec built: same tensors)"
+        "Transformer Engine is not installed: the TE layer spec (megatron's local spec built: same tensors)"
     ]
 
 
@@ -181,7 +182,7 @@ def test_planner_parameter_totals_match_the_meta_build(built, bench):
     assert got["trainable"] == pytest.approx(c["parameters_trainable"], rel=1e-4)
 
 
-# ---- gpt3 dgx-h100x1452 (cuda_graphs=true) through the CLI -----------------------------------------
+# ---- gpt3 dgx-h100x1452 with --set cuda_graphs=true through the CLI -----------------------------------------
 PLANT = '''
 """Test-only: the cuda_graphs RNG defect of issue 20, planted in the build child. Seeds the RNG as
 gpt3's init_parallel did before the fix: megatron's plain tracker, whatever the config's graphs."""
@@ -212,7 +213,11 @@ sys.meta_path.insert(0, _Plant())
 
 def _cli_build(tmp_path, extra_env=None) -> subprocess.CompletedProcess:
     e = dict(env(), **(extra_env or {}))
-    argv = mlperf_argv("run", "gpt3", "--system", "dgx-h100x1452", "--dry-run", "--build")
+    # cuda_graphs on as NVIDIA's record runs it: the config ships it off until a GPU measurement
+    # shows it faster (docs/gpu/speed_evidence.yaml), but its build path is proven here
+    argv = mlperf_argv(
+        "run", "gpt3", "--system", "dgx-h100x1452", "--dry-run", "--build", "--set", "cuda_graphs=true"
+    )
     argv += ["--results-dir", str(tmp_path / "results")]
     return subprocess.run(argv, env=e, capture_output=True, text=True, timeout=900, cwd=REPO)
 

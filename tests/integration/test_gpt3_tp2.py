@@ -145,12 +145,13 @@ def test_pp2_vp2_with_distributed_optimizer_and_overlap_matches_one_process(tmp_
         "virtual_pipeline_model_parallel_size=2",
         "micro_batch_size=8",
         "distributed_optimizer=true",
+        "overlap_grad_reduce=true",
         "overlap_param_gather=true",
         *short,
     ]
     plan = make_plan(tmp_path / "vp", data4, seed=3, nproc=2, sets=sets)
     assert (plan.layout.pp, plan.layout.vp, plan.layout.grad_accum) == (2, 2, 2)
-    assert plan.config["overlap_grad_reduce"]  # the default
+    assert plan.config["overlap_grad_reduce"]
     r = train(plan, nproc=2)
     if r.returncode != 0 and "Signal 11 (SIGSEGV)" in r.stderr:
         # The defect in NOTES.md (3 of ~60 runs on megatron-core 0.16.1: heap corruption seen in a

@@ -61,7 +61,7 @@ MEGATRON = {
     "eval_samples": ("data", 128),
     "train_samples_cap": ("read", 1000),
     "checkpoint_interval_steps": ("read", 0),
-    "overlap_grad_reduce": ("build:ddp", False),
+    "overlap_grad_reduce": ("build:ddp", True),
     "precision": ("build:tcfg", "bf16"),  # bf16 runs on CPU too (tests/integration/test_gpt3_bf16.py)
     # Run on CPU too (reference_impls/megatron_gpt/cpu_compat.py; tests/integration/test_gpt3_tp2.py).
     "distributed_optimizer": ("build:ddp", True),
