@@ -7,9 +7,11 @@ Closed-rule arithmetic (training_rules v4.0, closed_llama2_70b_lora.yaml):
     schedule      = cosine from the base LR to 0 over opt_learning_rate_training_steps, after
                     warmup_factor x training_steps linear warmup steps (reference: factor 0)
 Layout: the reference fine-tunes with data-parallel FSDP sharding (every rank holds 1/world of
-the frozen base weights). DP = world, GA = GBS / (DP x MBS). Tensor, pipeline and context
-parallelism are not implemented (refused; FSDP covers the memory that NVIDIA's TP 4 covers; see
-configs/*.yaml for the mapping of their record layouts).
+the frozen base weights). DP = world / CP, GA = GBS / (DP x MBS). Context parallelism (CP) splits
+each sequence over CP ranks (Llama 3's all-gather of K/V, reference_impls/llama2_70b_lora/
+context_parallel.py), FSDP still over all DP x CP ranks. Tensor and pipeline parallelism are not
+implemented (refused; FSDP covers the memory that NVIDIA's TP 4 covers; see configs/*.yaml for
+the mapping of their record layouts).
 """
 
 from __future__ import annotations
@@ -131,13 +133,17 @@ class Llama2LoraConfig(BenchmarkConfig):
             "FSDP is the only gradient sync; without it each rank would train its own copy",
             off_max_degree=(("world_size", 1),),
         ),
+        # Honoured on CPU and GPU by the same code (K/V all-gather + explicit causal mask over SDPA,
+        # gloo or NCCL); proven on CPU only: tests/integration/test_llama2_cp.py (CP 2 equals CP 1).
+        "context_parallel_size": Switch(
+            ("cpu", "gpu"),
+            "the load-balanced K/V all-gather runs under gloo and NCCL alike (GPU not yet run)",
+            off=1,
+        ),
     }
-    # Context parallelism is refused (layout.derive: "supports data parallelism only"), on every
-    # system: no test ran it. torch 2.13's ring attention shards only the CUDA SDPA ops (on CPU:
-    # "aten._scaled_dot_product_flash_attention_for_cpu ... does not have a sharding strategy"), and
-    # transformers reads the load-balanced per-rank position ids as packed sequences (an explicit
-    # mask instead of the causal ring path). So the planner proposes none either.
-    SUPPORTS: ClassVar[tuple[str, ...]] = ()
+    # CP: not torch's ring attention (it shards only the CUDA SDPA ops: a CPU could not run it) but
+    # Llama 3's scheme, whose CPU path is the GPU path (context_parallel.py).
+    SUPPORTS: ClassVar[tuple[str, ...]] = ("cp",)
 
     @model_validator(mode="after")
     def _derive(self):
@@ -149,6 +155,12 @@ class Llama2LoraConfig(BenchmarkConfig):
             raise ValueError(
                 f"hidden_size {self.hidden_size} is not divisible by num_attention_heads "
                 f"{self.num_attention_heads}"
+            )
+        chunks = 2 * self.context_parallel_size  # CP rank r holds chunks r and 2 CP - 1 - r
+        if self.max_sequence_length % chunks:
+            raise ValueError(
+                f"max_sequence_length {self.max_sequence_length} is not divisible by 2 x "
+                f"context_parallel_size = {chunks} (each sequence is cut into 2 x CP equal chunks)"
             )
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError(

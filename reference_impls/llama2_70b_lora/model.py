@@ -23,7 +23,13 @@ from harness.core.errors import ConfigError
 
 
 class FusedQKVAttention(ml.LlamaAttention):
-    """LlamaAttention with one `qkv_proj` (out rows [q; k; v]) in place of q_proj/k_proj/v_proj."""
+    """LlamaAttention with one `qkv_proj` (out rows [q; k; v]) in place of q_proj/k_proj/v_proj.
+
+    `cp`: None (the default, the path as it always was), or a context_parallel.ContextParallel
+    (set by `set_context_parallel`): K and V of this rank's tokens are all-gathered over the CP
+    group after RoPE, and `attention_mask` is then the caller's [1, 1, S / CP, S] causal mask."""
+
+    cp = None
 
     def __init__(self, config: LlamaConfig, layer_idx: int):
         super().__init__(config, layer_idx)
@@ -43,6 +49,8 @@ class FusedQKVAttention(ml.LlamaAttention):
         v = v.view(hidden_shape).transpose(1, 2)
         cos, sin = position_embeddings
         q, k = ml.apply_rotary_pos_emb(q, k, cos, sin)
+        if self.cp is not None:  # RoPE first: K carries its tokens' global positions
+            k, v = self.cp.gather(k), self.cp.gather(v)
         attn = ml.ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, ml.eager_attention_forward
         )
@@ -88,6 +96,13 @@ def build_base(cfg, device: str | torch.device = "cpu", seed: int | None = None)
     if str(device) != "meta":
         model.apply(model._init_weights)
     return model
+
+
+def set_context_parallel(model: nn.Module, cp) -> None:
+    """Every attention layer gathers K/V over `cp` (a ContextParallel; None: no CP)."""
+    for m in model.modules():
+        if isinstance(m, FusedQKVAttention):
+            m.cp = cp
 
 
 # ---- LoRA, precision, sharding ----------------------------------------------------------------

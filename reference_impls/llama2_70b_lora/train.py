@@ -14,8 +14,6 @@ import time
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
-import torch.nn.functional as F
 
 from benchmarks.llama2_70b_lora.config import Llama2LoraConfig
 from harness.core.benchmark import RunOutcome
@@ -27,6 +25,10 @@ from harness.train.timings import Timings
 from reference_impls.llama2_70b_lora import checkpoint as C
 from reference_impls.llama2_70b_lora import data, dist_ckpt
 from reference_impls.llama2_70b_lora import model as M
+from reference_impls.llama2_70b_lora.context_parallel import ContextParallel
+from reference_impls.llama2_70b_lora.steps import evaluate, token_losses, train_step
+
+__all__ = ["Mesh", "build", "evaluate", "optimizer", "rank_batches", "run", "token_losses", "train_step"]
 
 # What the log header lists after global_batch_size and gradient_accumulation_steps (rt.hyperparameters).
 HYPERPARAMETERS = (
@@ -42,23 +44,32 @@ HYPERPARAMETERS = (
 
 
 class Mesh:
-    """The DP process layout, FSDP over all ranks (None groups when the world is one rank)."""
+    """The process layout: DP x CP ranks, FSDP over all of them (None groups for one rank).
+
+    CP 1: a 1-D "dp" mesh, as before CP existed. CP > 1: a 2-D ("dp", "cp") mesh (a CP group is
+    CP consecutive ranks: within a node) for the batch split and the K/V all-gather, and FSDP on a
+    1-D mesh of all DP x CP ranks: every rank holds a shard, and the LoRA gradients are averaged
+    over all of them (steps.train_step scales the loss by CP for it)."""
 
     def __init__(self, rt, cp: int):
-        if cp > 1:  # resolve refuses it first (config.SUPPORTS); a hand-written plan lands here
-            raise ConfigError(
-                f"context_parallel_size={cp}: context parallelism is not implemented for "
-                f"llama2_70b_lora (no test ran it); use context_parallel_size=1"
-            )
-        self.world = self.dp = rt.world_size
-        self.mesh = self.dp_group = None
+        self.world = rt.world_size
+        if self.world % cp:  # layout.derive refuses it first; a hand-written plan lands here
+            raise ConfigError(f"context_parallel_size={cp} does not divide the world size {self.world}")
+        self.dp = self.world // cp
+        self.mesh = self.fsdp_mesh = self.dp_group = self.cp = None
         self.dp_rank = rt.rank
         if self.world > 1:
             from torch.distributed.device_mesh import init_device_mesh
 
             dev = "cuda" if rt.device.startswith("cuda") else "cpu"
-            self.mesh = self.fsdp_mesh = init_device_mesh(dev, (self.dp,), mesh_dim_names=("dp",))
-            self.dp_group = self.mesh.get_group()
+            if cp == 1:
+                self.mesh = self.fsdp_mesh = init_device_mesh(dev, (self.dp,), mesh_dim_names=("dp",))
+                self.dp_group = self.mesh.get_group()
+            else:
+                self.mesh = init_device_mesh(dev, (self.dp, cp), mesh_dim_names=("dp", "cp"))
+                self.fsdp_mesh = init_device_mesh(dev, (self.world,), mesh_dim_names=("dp_cp",))
+                self.dp_group, self.dp_rank = self.mesh.get_group("dp"), self.mesh.get_local_rank("dp")
+                self.cp = ContextParallel(self.mesh.get_group("cp"), self.mesh.get_local_rank("cp"), cp)
 
 
 def build(rt, cfg, mesh: Mesh):
@@ -91,6 +102,8 @@ def build(rt, cfg, mesh: Mesh):
     else:
         model.to(device)
     M.reset_rope(model, device)
+    if mesh.cp is not None:
+        M.set_context_parallel(model, mesh.cp)
     if not sharded:  # frozen base in `dtype`, LoRA weights in fp32 (peft upcasts them already)
         for p in model.parameters():
             if p.requires_grad and p.dtype != torch.float32:
@@ -102,48 +115,26 @@ def build(rt, cfg, mesh: Mesh):
     return model
 
 
-def token_losses(model, ids, labels):
-    """Per-sequence (sum of answer-token CE, answer-token count); labels already shifted.
-    Training sums both over the micro-batch, evaluation weighs each sequence."""
-    pos = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
-    logits = model(input_ids=ids, position_ids=pos).logits
-    ce = F.cross_entropy(
-        logits.float().flatten(0, 1), labels.flatten(), ignore_index=data.IGNORE, reduction="none"
-    ).view(labels.shape)
-    mask = labels != data.IGNORE
-    return (ce * mask).sum(1), mask.sum(1)
+def optimizer(cfg, params) -> torch.optim.AdamW:
+    return torch.optim.AdamW(
+        params,
+        lr=cfg.lr_at(0),
+        betas=(cfg.opt_adamw_beta_1, cfg.opt_adamw_beta_2),
+        eps=cfg.opt_adamw_epsilon,
+        weight_decay=cfg.opt_adamw_weight_decay,
+    )
 
 
-def _all_reduce(t: torch.Tensor, group=None) -> torch.Tensor:
-    if dist.is_initialized() and dist.get_world_size(group) > 1:
-        dist.all_reduce(t, group=group)
-    return t
-
-
-def evaluate(model, ev_ids, ev_labels, mesh: Mesh, cfg, device) -> float:
-    """Mean over eval sequences of the per-sequence mean answer-token loss (as the reference's
-    Trainer with eval batch 1); DP ranks split the rows."""
-    model.eval()
-    total = torch.zeros(2, dtype=torch.float64, device=device)  # (sum of per-seq means, seqs)
-    rows = torch.arange(mesh.dp_rank, ev_ids.shape[0], mesh.dp)
-    # Every rank must run the same number of forwards (FSDP all-gathers in each): ranks short of a
-    # row repeat row 0 and give it weight 0.
-    per_rank = -(-ev_ids.shape[0] // mesh.dp)
-    weight = torch.ones(per_rank, dtype=torch.float64)
-    if len(rows) < per_rank:
-        weight[len(rows) :] = 0
-        rows = torch.cat([rows, rows.new_zeros(per_rank - len(rows))])
-    mb = cfg.eval_micro_batch_size
-    with torch.no_grad():
-        for i in range(0, per_rank, mb):
-            r, w = rows[i : i + mb], weight[i : i + mb].to(device)
-            s, n = token_losses(model, ev_ids[r].to(device), ev_labels[r].to(device))
-            w = w * (n > 0)
-            total[0] += (w * s.double() / n.double().clamp(min=1)).sum()
-            total[1] += w.sum()
-    _all_reduce(total, mesh.dp_group)
-    model.train()
-    return (total[0] / total[1]).item()
+def rank_batches(ids, labels, idx, mbs: int, device) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """This DP rank's rows `idx` as micro-batches of whole sequences (a CP rank takes its chunks
+    of them in steps.token_losses)."""
+    return [
+        (
+            ids[idx[j : j + mbs]].to(device, non_blocking=True),
+            labels[idx[j : j + mbs]].to(device, non_blocking=True),
+        )
+        for j in range(0, len(idx), mbs)
+    ]
 
 
 def run(rt: Runtime[Llama2LoraConfig]) -> RunOutcome:
@@ -153,18 +144,12 @@ def run(rt: Runtime[Llama2LoraConfig]) -> RunOutcome:
     layout = plan.layout
     log.header(plan, rt.hyperparameters(*HYPERPARAMETERS))
     device = torch.device(rt.device)
-    mesh = Mesh(rt, layout.cp)
+    mesh = Mesh(rt, cfg.context_parallel_size)  # = layout.cp (layout.derive checked it)
     train_file, eval_file = data.dataset_files(Path(plan.data_dir), cfg)
     n_train, n_eval = data.check_columns(train_file), data.check_columns(eval_file)
     model = build(rt, cfg, mesh)
     params = M.trainable_parameters(model)
-    opt = torch.optim.AdamW(
-        params,
-        lr=cfg.lr_at(0),
-        betas=(cfg.opt_adamw_beta_1, cfg.opt_adamw_beta_2),
-        eps=cfg.opt_adamw_epsilon,
-        weight_decay=cfg.opt_adamw_weight_decay,
-    )
+    opt = optimizer(cfg, params)
     target = plan.target["eval_loss"]
     # Resumable checkpoints (`mlperf run --resume`), taken at eval slots after whatever the slot
     # logs (the next block_start is in the log: a resumed run logs nothing before its next step).
@@ -197,26 +182,11 @@ def run(rt: Runtime[Llama2LoraConfig]) -> RunOutcome:
             if rt.should_stop(step):  # agreed by all ranks: none is left waiting in a collective
                 break
             t0 = time.perf_counter()
-            idx = order.rank_batch(step, mesh.dp_rank, mesh.dp)
-            batches = [
-                (
-                    tr_ids[idx[j : j + mbs]].to(device, non_blocking=True),
-                    tr_labels[idx[j : j + mbs]].to(device, non_blocking=True),
-                )
-                for j in range(0, len(idx), mbs)
-            ]
+            batches = rank_batches(
+                tr_ids, tr_labels, order.rank_batch(step, mesh.dp_rank, mesh.dp), mbs, device
+            )
             t_data = time.perf_counter() - t0
-            loss_sum = torch.zeros((), device=device)
-            for ids, labels in batches:
-                s, n = (x.sum() for x in token_losses(model, ids, labels))
-                loss = s / n.clamp(min=1) / ga
-                loss.backward()
-                loss_sum += loss.detach()
-            torch.nn.utils.clip_grad_norm_(params, cfg.opt_gradient_clip_norm)
-            for g in opt.param_groups:
-                g["lr"] = cfg.lr_at(step)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            loss_sum, _ = train_step(model, batches, params, opt, cfg, cfg.lr_at(step), ga, mesh.cp)
             samples += cfg.global_batch_size
             dt = time.perf_counter() - t0
             slot = (step + 1) % cfg.eval_interval_steps == 0

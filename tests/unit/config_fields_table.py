@@ -91,6 +91,8 @@ FIELDS = {
         "micro_batch_size": ("plan", 4),
         "fp8": ("gpu", True),
         "compile": ("read", True),
+        # CP: train.run reads it (train.Mesh; tests/integration/test_llama2_cp.py proves CP 2 = CP 1)
+        "context_parallel_size": ("read", 2),
         "num_layers": ("build:model", 3),
         "hidden_size": ("build:model", 256),
         "intermediate_size": ("build:model", 256),

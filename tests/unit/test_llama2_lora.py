@@ -77,7 +77,8 @@ def test_full_size_plans_for_the_record_systems(system, dp, cp, gbs, lr, steps):
     cfg = typed_config(p)
     assert (cfg.opt_base_learning_rate, cfg.opt_learning_rate_training_steps) == (lr, steps)
     assert (cfg.lora_rank, cfg.lora_alpha, cfg.max_sequence_length, cfg.num_layers) == (16, 32, 8192, 80)
-    assert cfg.fp8 and cfg.activation_checkpointing and cfg.precision == "bf16"
+    # bf16, not FP8: the only GPU measurement had torchao FP8 1.9x slower (docs/gpu/speed_evidence.yaml)
+    assert not cfg.fp8 and cfg.activation_checkpointing and cfg.precision == "bf16"
     assert cfg.skip_evals == int(0.125 * gbs + 2)
 
 
@@ -221,29 +222,45 @@ def test_entrypoint_exits_2_with_one_line_when_the_checkpoint_is_missing(tmp_pat
     assert len(err) == 1 and "base checkpoint directory" in err[0] and "does not exist" in err[0]
 
 
-@pytest.mark.parametrize("system", ["cpu-local", "dgx-h100x8"])
-def test_context_parallel_is_refused_in_one_line_on_every_system(mlperf, system):
-    """No test ran llama2's CP path (torch 2.13's ring attention shards only the CUDA SDPA ops, and
-    the load-balanced position ids read as packed sequences): refused at resolve, CPU and GPU alike,
-    and never proposed by the planner; a hand-written plan is refused by the rank too."""
-    from types import SimpleNamespace
-
-    from benchmarks.llama2_70b_lora.config import Llama2LoraConfig
-    from reference_impls.llama2_70b_lora.train import Mesh
-
-    r = mlperf("run", "llama2_70b_lora", "--system", system, "--set", "context_parallel_size=2", "--dry-run")
+def test_context_parallel_is_accepted_and_the_sequence_must_split_into_2cp_chunks(mlperf):
+    """CP 2 on 2 CPU ranks resolves (DP = world / CP); S not divisible by 2 x CP is one line."""
+    r = mlperf(
+        "run", "llama2_70b_lora", "--nproc-per-node", "2", "--set", "context_parallel_size=2", "--dry-run"
+    )
+    assert r.returncode == 0 and "CP 2 x DP 1" in r.stdout, r.stdout[-2000:] + r.stderr
+    assert "context_parallelism=2" in r.stdout
+    r = mlperf(
+        "run", "llama2_70b_lora", "--nproc-per-node", "5", "--set", "context_parallel_size=5", "--dry-run"
+    )
     lines = [x for x in r.stderr.strip().splitlines() if x.strip()]
-    assert r.returncode == 2 and len(lines) == 1 and "context_parallel_size=2" in lines[0], r.stderr
-    assert "cp" not in Llama2LoraConfig.SUPPORTS
-    with pytest.raises(ConfigError, match="context_parallel_size=2: context parallelism is not implemented"):
-        Mesh(SimpleNamespace(device="cuda", world_size=2, rank=0), cp=2)
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert "max_sequence_length 96 is not divisible by 2 x context_parallel_size = 10" in lines[0]
 
 
-def test_no_layout_for_1024_gpus_without_context_parallelism(mlperf):
-    """dgx-h100x128 ships no config: 1,024 GPUs without CP need GBS >= 1024, beyond the RCPs (128)."""
+def test_context_parallel_chunks_are_load_balanced_and_the_mask_is_causal_in_global_positions():
+    """S 8 at CP 2: rank 0 holds chunks 0 and 3 (positions 0 1 6 7), rank 1 chunks 1 and 2; the
+    gathered rows (rank 0's, then rank 1's) go back to global order; a query sees keys <= itself."""
+    import torch
+
+    from reference_impls.llama2_70b_lora.context_parallel import ContextParallel
+
+    tables = [ContextParallel(None, r, 2)._tables(8, "cpu") for r in (0, 1)]
+    assert tables[0][0].tolist() == [0, 1, 6, 7] and tables[1][0].tolist() == [2, 3, 4, 5]
+    gathered = torch.cat([tables[0][0], tables[1][0]])
+    assert gathered[tables[0][1]].tolist() == list(range(8))
+    mask = tables[0][2][0, 0]
+    assert mask.shape == (4, 8) and mask.sum(1).tolist() == [1, 2, 7, 8]
+    assert mask[2].tolist() == [True] * 7 + [False]  # position 6 sees 0..6, not 7
+    with pytest.raises(ValueError, match="not divisible by 2 x CP = 4"):
+        ContextParallel(None, 0, 2).positions(10, "cpu")
+
+
+def test_1024_gpus_get_the_planners_context_parallel_layout(mlperf):
+    """dgx-h100x128 ships no config: without CP, 1,024 GPUs need GBS >= 1024, beyond the RCPs
+    (<= 128); with CP the planner proposes CP 8 x DP 128 at GBS 128 (NVIDIA's record: TP 4 x CP 2)."""
     r = mlperf("run", "llama2_70b_lora", "--system", "dgx-h100x128", "--dry-run")
-    lines = [x for x in r.stderr.strip().splitlines() if x.strip()]
-    assert r.returncode == 2 and len(lines) == 1 and "RCPs up to 128" in lines[0], r.stderr
+    assert r.returncode == 0, r.stderr
+    assert "CP 8 x DP 128; GBS 128" in r.stdout and "no tuned config for dgx-h100x128" in r.stdout
 
 
 def test_gpu_benchmark_script_runs_on_cpu_at_a_small_width():
