@@ -69,3 +69,38 @@ def test_cp2_over_gloo_equals_one_process_step_by_step(tmp_path, data):
         assert cp2[key] == pytest.approx(one[key], rel=RTOL), key
     assert cp2["eval"] == pytest.approx(one["eval"], rel=RTOL)
     assert one["loss"][0] != one["loss"][-1]  # it trained: the later steps compare updated weights
+
+
+def test_cp2_kill9_after_first_checkpoint_resume_equals_the_uninterrupted_run(tmp_path, data):
+    """`mlperf run` at CP 2 killed (kill -9, the whole tree) right after its first checkpoint, then
+    `--resume`: every eval after the resume point equals the uninterrupted CP 2 run's (both
+    stopped at step 96 by `max_steps`, which leaves the data order alone), as the DP 2 resume test
+    in test_llama2_tiny.py. The checkpoint is FSDP over both ranks, as at DP 2; what CP adds is
+    that both ranks read the same sequences (a resumed batch order that restarted at step 0 on one
+    rank, or RNG state not restored per rank, would move the first eval after the resume)."""
+    from helpers import (
+        assert_resumed_curve_matches,
+        kill_after_first_checkpoint,
+        mlperf_argv,
+        one_run_args,
+        resume_run,
+    )
+
+    cp2 = ("--nproc-per-node", "2", "--set", "context_parallel_size=2", "--set", "max_steps=96")
+    whole = subprocess.run(
+        mlperf_argv(*one_run_args("llama2_70b_lora", tmp_path / "whole", data, 5, *cp2)),
+        cwd=REPO,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert whole.returncode == 3, whole.stderr[-3000:]  # stopped at max_steps, short of the target
+    (ref,) = json.loads(whole.stdout)["runs"]
+    results = tmp_path / "killed"
+    argv = mlperf_argv(*one_run_args("llama2_70b_lora", results, data, 5, *cp2))
+    run, killed = kill_after_first_checkpoint(argv, results / "runs" / "llama2_70b_lora" / "cpu-local")
+    assert len(killed) >= 3  # torchrun + 2 ranks
+    record = resume_run("llama2_70b_lora", run, ok=(3,))
+    assert record["status"] == "aborted", record
+    assert assert_resumed_curve_matches(run, Path(ref["log"]), rel=1e-5) == 5  # both stopped at 96
