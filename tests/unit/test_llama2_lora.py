@@ -256,11 +256,16 @@ def test_context_parallel_chunks_are_load_balanced_and_the_mask_is_causal_in_glo
 
 
 def test_1024_gpus_get_the_planners_context_parallel_layout(mlperf):
-    """dgx-h100x128 ships no config: without CP, 1,024 GPUs need GBS >= 1024, beyond the RCPs
-    (<= 128); with CP the planner proposes CP 8 x DP 128 at GBS 128 (NVIDIA's record: TP 4 x CP 2)."""
+    """Without CP, 1,024 GPUs need GBS >= 1024, beyond the RCPs (<= 128); with CP the planner's best
+    layout is CP 8 x DP 128 at GBS 128, which dgx-h100x128's config ships (NVIDIA's v6.0 1,024-GPU
+    result: TP 4 x CP 4). Fails if the config and the planner part ways."""
+    r = mlperf("plan", "llama2_70b_lora", "--system", "dgx-h100x128", "--json")
+    assert r.returncode == 0, r.stderr
+    best = json.loads(r.stdout)["best"]["layout"]
+    assert (best["cp"], best["dp"], best["gbs"]) == (8, 128, 128), best
     r = mlperf("run", "llama2_70b_lora", "--system", "dgx-h100x128", "--dry-run")
     assert r.returncode == 0, r.stderr
-    assert "CP 8 x DP 128; GBS 128" in r.stdout and "no tuned config for dgx-h100x128" in r.stdout
+    assert "CP 8 x DP 128; GBS 128" in r.stdout and "configs/dgx-h100x128.yaml" in r.stdout
 
 
 def test_gpu_benchmark_script_runs_on_cpu_at_a_small_width():
