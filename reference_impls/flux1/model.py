@@ -134,16 +134,6 @@ def draws(seed: int, keys, shape: tuple[int, ...], evaluation: bool = False):
     return torch.stack(eps), torch.stack(noise), torch.stack(uni)
 
 
-def optimizer(cfg, params):
-    return torch.optim.AdamW(
-        params,
-        lr=cfg.lr_at(0),
-        betas=(cfg.opt_adamw_beta_1, cfg.opt_adamw_beta_2),
-        eps=cfg.opt_adamw_epsilon,
-        weight_decay=cfg.opt_adamw_weight_decay,
-    )
-
-
 def autocast(cfg, device: str):
     """The context of the transformer's forward: autocast to bf16 (CUDA or CPU), or nothing."""
     if cfg.precision == "bf16":

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from harness.train import meta
+from harness.train.adamw import adamw
 from reference_impls.flux1 import model as M
 
 
@@ -32,7 +33,7 @@ def count(cfg, layout) -> dict:
     with meta.fake_world(layout.world_size, rank=0):
         model = build(cfg, layout)
         params = list(model.parameters())
-        opt = M.optimizer(cfg, params)  # as train.run (state shapes)
+        opt = adamw(cfg, params)  # as train.run (state shapes)
         meta.first_step(opt, params)
         dtype = torch.bfloat16 if cfg.precision == "bf16" else torch.float32
         block = max(

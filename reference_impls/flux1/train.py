@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from benchmarks.flux1.config import Flux1Config
 from harness.core.benchmark import RunOutcome
 from harness.train import dcp_state
+from harness.train.adamw import adamw
 from harness.train.batch_order import BatchOrder
 from harness.train.run_checkpoint import RunCheckpointer
 from harness.train.runtime import Runtime
@@ -79,7 +80,7 @@ def run(rt: Runtime[Flux1Config]) -> RunOutcome:
     log.event("eval_samples", cfg.eval_samples)
     model, module = build(rt, cfg)
     params = [p for p in module.parameters() if p.requires_grad]
-    opt = M.optimizer(cfg, params)
+    opt = adamw(cfg, params)
     validation = Validation(cfg, val, rt, shift, scale)
     img_ids, txt_ids = M.image_ids(cfg.latent_size, dev), M.text_ids(cfg.text_max_length, dev)
     ck = RunCheckpointer(rt, cfg.checkpoint_interval_steps, sharded=dcp_state.run_state(module, opt))

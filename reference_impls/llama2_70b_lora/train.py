@@ -18,6 +18,7 @@ import torch
 from benchmarks.llama2_70b_lora.config import Llama2LoraConfig
 from harness.core.benchmark import RunOutcome
 from harness.core.errors import ConfigError
+from harness.train.adamw import adamw
 from harness.train.batch_order import BatchOrder
 from harness.train.run_checkpoint import RunCheckpointer
 from harness.train.runtime import Runtime
@@ -28,7 +29,7 @@ from reference_impls.llama2_70b_lora import model as M
 from reference_impls.llama2_70b_lora.context_parallel import ContextParallel
 from reference_impls.llama2_70b_lora.steps import evaluate, token_losses, train_step
 
-__all__ = ["Mesh", "build", "evaluate", "optimizer", "rank_batches", "run", "token_losses", "train_step"]
+__all__ = ["Mesh", "build", "evaluate", "rank_batches", "run", "token_losses", "train_step"]
 
 # What the log header lists after global_batch_size and gradient_accumulation_steps (rt.hyperparameters).
 HYPERPARAMETERS = (
@@ -115,16 +116,6 @@ def build(rt, cfg, mesh: Mesh):
     return model
 
 
-def optimizer(cfg, params) -> torch.optim.AdamW:
-    return torch.optim.AdamW(
-        params,
-        lr=cfg.lr_at(0),
-        betas=(cfg.opt_adamw_beta_1, cfg.opt_adamw_beta_2),
-        eps=cfg.opt_adamw_epsilon,
-        weight_decay=cfg.opt_adamw_weight_decay,
-    )
-
-
 def rank_batches(ids, labels, idx, mbs: int, device) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """This DP rank's rows `idx` as micro-batches of whole sequences (a CP rank takes its chunks
     of them in steps.token_losses)."""
@@ -149,7 +140,7 @@ def run(rt: Runtime[Llama2LoraConfig]) -> RunOutcome:
     n_train, n_eval = data.check_columns(train_file), data.check_columns(eval_file)
     model = build(rt, cfg, mesh)
     params = M.trainable_parameters(model)
-    opt = optimizer(cfg, params)
+    opt = adamw(cfg, params)
     target = plan.target["eval_loss"]
     # Resumable checkpoints (`mlperf run --resume`), taken at eval slots after whatever the slot
     # logs (the next block_start is in the log: a resumed run logs nothing before its next step).

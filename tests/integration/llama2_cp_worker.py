@@ -22,6 +22,7 @@ def main(plan_path: str, out: str) -> None:
 
     from benchmarks.llama2_70b_lora.config import Llama2LoraConfig
     from harness.train import runtime
+    from harness.train.adamw import adamw
     from harness.train.batch_order import BatchOrder
     from reference_impls.llama2_70b_lora import data, train
 
@@ -32,7 +33,7 @@ def main(plan_path: str, out: str) -> None:
     if mesh.world == 1:
         _lora_init_as_sharded(model, rt.plan.seed)
     params = train.M.trainable_parameters(model)
-    opt = train.optimizer(cfg, params)
+    opt = adamw(cfg, params)
     tr_file, ev_file = data.dataset_files(Path(rt.plan.data_dir), cfg)
     tr_ids, tr_labels = data.load_split(tr_file, cfg.max_sequence_length)
     ev_ids, ev_labels = data.load_split(ev_file, cfg.max_sequence_length)

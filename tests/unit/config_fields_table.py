@@ -113,10 +113,10 @@ FIELDS = {
         # The AdamW, clipping, precision, sharding and recompute choices are made inline in
         # train.py (no builder to call without a run), so these are proven read, not built.
         "opt_gradient_clip_norm": ("read", 1.0),
-        "opt_adamw_weight_decay": ("read", 0.0),
-        "opt_adamw_beta_1": ("read", 0.8),
-        "opt_adamw_beta_2": ("read", 0.99),
-        "opt_adamw_epsilon": ("read", 1e-6),
+        "opt_adamw_weight_decay": ("build:optim", 0.0),
+        "opt_adamw_beta_1": ("build:optim", 0.8),
+        "opt_adamw_beta_2": ("build:optim", 0.99),
+        "opt_adamw_epsilon": ("build:optim", 1e-6),
         "precision": ("read", "bf16"),
         "activation_checkpointing": ("read", True),
         "fsdp": ("read", False),
