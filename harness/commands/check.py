@@ -30,6 +30,8 @@ official tool's full text.
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 
 import click
@@ -90,7 +92,7 @@ def render(report: Report) -> None:
     Findings that say the same thing of many files are one line with their count."""
     from rich.text import Text
 
-    from harness.commands.tables import Col, show, stdout
+    from harness.commands.tables import show, stdout
 
     console = stdout(160, highlight=False)
     title = f"mlperf check ({report.kind}, ruleset {report.ruleset})"
@@ -98,9 +100,9 @@ def render(report: Report) -> None:
         cols, rows, how = _folder_rows(report)
     else:
         cols, rows, how = _log_rows(report)
-    rounds = [why.startswith("round folder") for _rs, why in how]
-    if report.kind == "tree" and how and all(rounds):  # the path says it: no column for it
-        cols, rows = cols[:4] + cols[5:], [r[:4] + r[5:] for r in rows]
+    if report.kind == "tree" and how and all(why.startswith("round folder") for _rs, why in how):
+        drop = [c.name for c in cols].index("ruleset")  # each folder's path says it: no column
+        cols, rows = cols[:drop] + cols[drop + 1 :], [r[:drop] + r[drop + 1 :] for r in rows]
         how = [
             (
                 "of each folder",
@@ -130,7 +132,6 @@ def render(report: Report) -> None:
         f"{sum(f.severity == 'error' for f in report.all_findings())} errors "
         f"({report.seconds:.1f} s)"
     )
-    _ = Col  # (typed import for the row builders below)
 
 
 def _verdict(passed: bool | None, crashed: bool = False):
@@ -144,8 +145,6 @@ def _verdict(passed: bool | None, crashed: bool = False):
 def _folder_rows(report: Report):
     """One row per result folder: its logs, how many fail, its ruleset, its system JSON's and the
     package checker's verdict, errors and warnings (the folder's and its logs')."""
-    import os
-
     from harness.commands.tables import Col
 
     cols = [
@@ -190,8 +189,6 @@ def _folder_rows(report: Report):
 
 
 def _log_rows(report: Report):
-    import os
-
     from harness.commands.tables import Col
 
     cols = [
@@ -229,8 +226,6 @@ def _finding_lines(findings, folders: list[str]) -> list[tuple[str, list[tuple[s
     holds their file, each shown relative to it, indented; the others with their full path. A
     folder's findings stay in cause order. Findings that differ only in their numbers and file (a
     power lint warning on each of twenty node logs) are the first and how many more, where."""
-    import os
-    import re
 
     def home(f) -> str:
         return max((d for d in folders if f.file == d or f.file.startswith(d + "/")), key=len, default="")
@@ -243,8 +238,7 @@ def _finding_lines(findings, folders: list[str]) -> list[tuple[str, list[tuple[s
     for (folder, *_), same in groups.items():
         for f in same if len(same) <= 2 else same[:1]:
             where = os.path.relpath(f.file, folder) if folder else f.file
-            where = "" if where == "." else (f"{where}:{f.line}: " if f.line else f"{where}: ")
-            line = f"{'  ' if folder else ''}{where}{f.severity}: [{f.tool}] {f.message} -- fix: {f.fix}"
+            line = ("  " if folder else "") + f.one_line("" if where == "." else where)
             if len(same) > 2:
                 under = os.path.relpath(os.path.commonpath([g.file for g in same]), folder or ".")
                 line += f" (and {len(same) - 1} more like it under {under})"

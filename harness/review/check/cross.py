@@ -69,14 +69,9 @@ def _norm(text: str) -> str:
     return re.sub(r"[^a-z0-9]", "", str(text).lower())
 
 
-def _odd_ones(groups: dict[str, list[str]], show=repr) -> tuple[str, list[str], str] | None:
-    """(the value most runs log, the files logging another, those values) where the runs disagree."""
-    if len(groups) < 2:
-        return None
-    common = max(groups, key=lambda v: (len(groups[v]), v))
-    odd = sorted(f for v, files in groups.items() if v != common for f in files)
-    others = ", ".join(sorted(show(v) for v in groups if v != common))
-    return common, odd, others
+def _common(groups: dict[str, list[str]]) -> str:
+    """The value (as JSON) most runs log: the folder's claim (ties: the larger JSON text)."""
+    return max(groups, key=lambda v: (len(groups[v]), v))
 
 
 def cross_check(org: str, result_dir: str, desc: dict | None, display_dir: str) -> list[Finding]:
@@ -87,7 +82,7 @@ def cross_check(org: str, result_dir: str, desc: dict | None, display_dir: str) 
     for key in KEYS:  # what most runs say: the folder's claim
         groups = _groups(heads, key)
         if groups:
-            common = json.loads(max(groups, key=lambda v: (len(groups[v]), v)))
+            common = json.loads(_common(groups))
             if isinstance(common, str):
                 values[key] = common
     out = _runs_apart(heads, values.get("submission_division"), display_dir)
@@ -132,11 +127,11 @@ def _runs_apart(heads: dict[str, dict], division: str | None, display_dir: str) 
     for key in sorted({k for h in heads.values() for k in h}, key=lambda k: (k not in KEYS, k)):  # who first
         if key in PER_RUN or key.startswith("harness_"):
             continue
-        odd = _odd_ones(_groups(heads, key), show=str)
-        if not odd:
+        groups = _groups(heads, key)
+        if len(groups) < 2:
             continue
-        common, _files, _others = odd
-        for value, files in _groups(heads, key).items():
+        common = _common(groups)
+        for value, files in groups.items():
             if value != common:
                 for f in files:
                     said.setdefault(f, []).append(f"{key} {value} (the others {common})")

@@ -29,9 +29,12 @@ class Finding:
     fix: str  # what to do about it, in plain English
     detail: str = ""  # the tool's full text
 
-    def one_line(self) -> str:
-        where = f"{self.file}:{self.line}" if self.line else self.file
-        return f"{where}: {self.severity}: [{self.tool}] {self.message} -- fix: {self.fix}"
+    def one_line(self, file: str | None = None) -> str:
+        """`file: severity: [tool] message -- fix: fix`; `file` shows another path for it (relative
+        to a folder that heads a group of findings), "" none."""
+        file = self.file if file is None else file
+        where = f"{file}:{self.line}: " if self.line and file else (f"{file}: " if file else "")
+        return f"{where}{self.severity}: [{self.tool}] {self.message} -- fix: {self.fix}"
 
 
 # ------------------------------------------------------------------------------------------

@@ -22,8 +22,14 @@ _MISSING = re.compile(r"required EXACTLY_ONE '([^']+)', found 0")
 _CHOSEN = (rules.DEFAULT, "guessed")  # `ruleset_source` of a ruleset nobody pinned
 
 
+def _key_missing(f: Finding) -> str | None:
+    """The key a compliance finding says the log lacks, or None."""
+    m = _MISSING.match(f.message) if f.tool == "compliance" else None
+    return m[1] if m else None
+
+
 def _missing(findings: list[Finding]) -> frozenset[str]:
-    return frozenset(m[1] for f in findings if f.tool == "compliance" and (m := _MISSING.match(f.message)))
+    return frozenset(k for f in findings if (k := _key_missing(f)))
 
 
 def _looks_like(path: str, ruleset: str, benchmark: str, keys: frozenset[str]) -> str | None:
@@ -31,10 +37,8 @@ def _looks_like(path: str, ruleset: str, benchmark: str, keys: frozenset[str]) -
     `keys` (None: every older one requires some of them too)."""
     from harness.review.check.log import check_log
 
-    older = [
-        r for r in rules.rulesets_of(benchmark) if rules.rulesets().index(r) < rules.rulesets().index(ruleset)
-    ]
-    for cand in reversed(older):
+    has = rules.rulesets_of(benchmark)  # oldest first
+    for cand in reversed(has[: has.index(ruleset)] if ruleset in has else []):
         if not keys & _missing(check_log(path, cand).findings):
             return cand
     return None
@@ -58,8 +62,7 @@ def collapse(logs: list, base_path: str) -> list[Finding]:
         if older is None:
             continue
         for r in group:
-            r.findings = [f for f in r.findings if not (f.tool == "compliance" and _MISSING.match(f.message)
-                                                       and _MISSING.match(f.message)[1] in keys)]  # fmt: skip
+            r.findings = [f for f in r.findings if _key_missing(f) not in keys]
         where = os.path.commonpath([r.path for r in group]) if len(group) > 1 else group[0].path
         major, minor = older.split(".")[:2]
         out.append(

@@ -87,6 +87,7 @@ def count_problem(result_dir: str, benchmark: str) -> tuple[str, str] | None:
     return said, fix
 
 
+_POWER_FIX = "a power submission needs power/result_<i>/node_*.txt for every run; delete power/ for a performance-only result"
 _NO_POWER = re.compile(r"Package does not contain power result for (\S+): (result_\d+)")
 _SEED_HEAD = re.compile(r"(?:Result file|Error found when querying seeds from) (\S+?):? ")
 ALLOWED = ("scaling.json", "package_checker_params", "power")
@@ -116,7 +117,7 @@ def package_findings(
     findings: list[Finding] = []
     info = {"rcp": None, "seed": None}
     rcp_record, subm_mean = None, None
-    said: set[tuple[str, str]] = set()
+    unknown_said: set[str] = set()  # folders whose "unknown files" warning is out (one each)
     no_power: dict[str, list[str]] = {}  # folder -> runs the package checker found no power log for
     for lvl, msg in records:
         text = unmirror(msg.strip())
@@ -195,10 +196,10 @@ def package_findings(
                 fix = "one failing log is tolerated; fix it anyway if you can"
             elif "do not conform to naming convention" in text or "Unknown files" in text:
                 where = re.search(r"directory:? (\S+?),?(?: |$)", text)
-                key = ("unknown", where[1] if where else "")
-                if (odd is not None and not odd) or key in said:
+                folder = where[1] if where else ""
+                if (odd is not None and not odd) or folder in unknown_said:
                     continue  # only what the rules allow (scaling.json, ...), or said once already
-                said.add(key)
+                unknown_said.add(folder)
                 fix = "only result_<i>.txt, scaling.json, package_checker_params and power/ belong in a result folder"
                 fix += f"; here also: {', '.join(odd)}" if odd else ""
             elif "RCP test failed but allowed" in text or "Please be ready" in text:
@@ -207,10 +208,7 @@ def package_findings(
                 no_power.setdefault(m[1], []).append(m[2])  # one finding per folder, after the loop
                 continue
             elif "power result" in text or "power" in text.lower():
-                fix = (
-                    "a power submission needs power/result_<i>/node_*.txt for every run; delete power/ for a "
-                )
-                fix += "performance-only result"
+                fix = _POWER_FIX
             elif text.startswith("Skipping benchmark"):
                 fix = "this folder is not a benchmark of this ruleset"
             else:
@@ -226,8 +224,7 @@ def package_findings(
                 "package",
                 "warning",
                 f"no power logs for {len(runs)} run(s) of {where}: {', '.join(runs)}",
-                "a power submission needs power/result_<i>/node_*.txt for every run; delete power/ for a "
-                "performance-only result",
+                _POWER_FIX,
             )
         )
     for w in warned:
