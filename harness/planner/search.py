@@ -11,7 +11,8 @@ official RCPs cover, and a learning rate the rules tie to the GBS follows from i
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from math import prod
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -220,6 +221,45 @@ def _check(c: M.Candidate, w: Workload, hw, supports) -> None:
     )
 
 
+def _largest(w: Workload, hw, pol: Policy, gbs: int | None, ruleset: str) -> int:
+    """The most nodes of `hw`'s kind on which some candidate layout exists (0: none at all)."""
+    gen = _model_parallel_candidates if w.kind == "model_parallel" else _dp_candidates
+    for n in range(hw.nodes - 1, 0, -1):  # each probe only starts a generator: cheap
+        if next(iter(gen(w, replace(hw, nodes=n), pol, gbs, ruleset)), None) is not None:
+            return n
+    return 0
+
+
+def _no_layout(w: Workload, hw, pol: Policy, gbs: int | None, ruleset: str) -> str:
+    """Why no layout can exist, in the implementation's terms, and the largest size that works."""
+    _, hi = rcp.bs_range(w.bench, ruleset)
+    split = sorted(x.upper() for x in pol.supports)
+    what = ("data-parallel + " + " + ".join(split)) if split else "data-parallel only"
+    parts = {}  # the most ways each model-parallel degree can split one sample
+    if w.kind == "model_parallel":
+        parts["TP"] = max(t for t in (1, 2, 4, 8) if t <= hw.domain) if "tp" in pol.supports else 1
+        parts["PP"] = max(_divisors(w.layers, 16)) if "pp" in pol.supports and w.layers else 1
+        parts["CP"] = max(w.cp_choices) if "cp" in pol.supports else 1
+    parts = {k: v for k, v in parts.items() if v > 1}
+    most = prod(parts.values())
+    if gbs:
+        cause = f"--global-batch-size {gbs} does not split into whole samples over {hw.world} accelerators"
+    elif hw.world > hi * most:
+        cause = (
+            f"{hw.world} accelerators would each hold less than one sample of the largest global "
+            f"batch the RCPs cover ({hi}){', split by ' + ' x '.join(f'{k} {v}' for k, v in parts.items()) if parts else ''}"
+        )
+    else:
+        cause = f"no split of {hw.world} accelerators gives a global batch the RCPs cover (up to {hi})"
+    head = f"no {w.name} layout on {hw.name} ({what}): {cause}"
+    n = _largest(w, hw, pol, gbs, ruleset)
+    if not n:
+        return (
+            f"{head}; no node count of this system works{'; try another --global-batch-size' if gbs else ''}"
+        )
+    return f"{head}; at most {n * hw.per_node} accelerators ({n} node{'s' * (n > 1)} of {hw.per_node}): use fewer nodes"
+
+
 def fit_least_recompute(w, c, hw, k, recomputes):
     """(candidate with the least recompute that fits, its memory) or (None, memory of the last)."""
     mem = {}
@@ -300,12 +340,7 @@ def search_layouts(
         plan.rejected[reason] = plan.rejected.get(reason, 0) + 1
     plan.options = sorted(options, key=lambda o: o.minutes)
     if not plan.considered:
-        lo, hi = rcp.bs_range(w.bench, ruleset)
-        raise ConfigError(
-            f"no {w.name} layout on {hw.name}: {hw.world} accelerators need a global batch the "
-            f"rules allow (RCPs up to {hi}){' and that divides by DP' if gbs else ''}; "
-            f"use fewer nodes{' or another --global-batch-size' if gbs else ''}"
-        )
+        raise ConfigError(_no_layout(w, hw, pol, gbs, ruleset))
     if not plan.options:
         why = "; ".join(f"{n} x {r}" for r, n in sorted(plan.rejected.items(), key=lambda x: -x[1])[:2])
         raise ConfigError(

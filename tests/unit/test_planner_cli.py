@@ -85,6 +85,7 @@ def _one_line_error(res, pattern: str):
     assert res.exception.exit_code == 2
     msg = str(res.exception)
     assert "\n" not in msg and pattern in msg, msg
+    return msg
 
 
 def test_bad_gbs_exits_2():
@@ -93,6 +94,20 @@ def test_bad_gbs_exits_2():
         run("stable_diffusion", "--system", "dgx-h100x8", "--global-batch-size", "1000"),
         "no stable_diffusion layout",
     )
+
+
+@pytest.mark.parametrize(
+    ("bench", "what", "most"),
+    [
+        ("llama2_70b_lora", "(data-parallel + CP)", "128), split by CP 8; at most 1024 accelerators (128 nodes"),
+        ("stable_diffusion", "(data-parallel only)", "2048); at most 2048 accelerators (256 nodes"),
+    ],
+)
+def test_too_many_accelerators_names_the_cause_and_the_largest_size(bench, what, most):
+    """11,616 GPUs: the refusal says what the implementation splits a sample over and the most
+    accelerators any layout can use (not 'the rules forbid'); a wrong count or a missing CP fails."""
+    msg = _one_line_error(run(bench, "--system", "dgx-h100x1452"), f"no {bench} layout on dgx-h100x1452 {what}")
+    assert "less than one sample of the largest global batch the RCPs cover (" + most in msg
 
 
 def _json_file(tmp_path, **fields) -> str:
