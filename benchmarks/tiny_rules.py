@@ -23,7 +23,6 @@ folder; nothing is written into the repository or into a tree being checked.
 from __future__ import annotations
 
 import copy
-import functools
 import hashlib
 import os
 import tempfile
@@ -134,7 +133,12 @@ def _dump(records: list[dict], source: str, why: str) -> str:
     return head + yaml.safe_dump(records, sort_keys=False, width=1000)
 
 
-@functools.cache
+# Written folders by (ruleset, the registered benchmarks it lists): the registry can change within
+# a process (a test's scratch registry, an out-of-tree benchmark), and a path cached by ruleset
+# alone kept naming a benchmark that had left it, so its tiny logs were checked as ours.
+_WRITTEN: dict[tuple, str] = {}
+
+
 def config_path(ruleset: str) -> str:
     """tiny_common.yaml for `ruleset` (written on first use); ConfigError if no benchmark of ours
     is in the ruleset."""
@@ -144,6 +148,13 @@ def config_path(ruleset: str) -> str:
         raise ConfigError(
             f"ruleset {ruleset} lists none of {', '.join(benchmarks.available())}: no tiny rules"
         )
+    key = (ruleset, tuple((n, str(b.folder)) for n, b in sorted(names.items())))
+    if key not in _WRITTEN:
+        _WRITTEN[key] = _write(ruleset, names)
+    return _WRITTEN[key]
+
+
+def _write(ruleset: str, names: dict[str, Benchmark]) -> str:
     texts = {
         f"{n}/tiny_rules.yaml": _dump(
             benchmark_rules(ruleset, n, b),

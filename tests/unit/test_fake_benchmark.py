@@ -84,3 +84,17 @@ def test_prepare_writes_the_one_manifest_shape_in_a_child_process(fake, capsys, 
 def test_outside_the_scratch_registry_it_is_a_benchmark_the_harness_does_not_run(capsys):
     code, _, err = _mlperf(capsys, "run", "bert", "--dry-run")
     assert code == 2 and "does not run 'bert'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_tiny_rules_follow_the_registry_in_and_out_of_scratch():
+    """The tiny rules name the benchmarks registered now: a path cached by ruleset alone kept
+    'bert' after its scratch registry closed, so a later tiny bert log was checked as ours."""
+    from pathlib import Path
+
+    from benchmarks import tiny_rules
+    from tests.fake_benchmark import BENCHMARK
+
+    with benchmarks.scratch():
+        benchmarks.register(BENCHMARK)
+        assert (Path(tiny_rules.config_path("5.0.0")).parent / "bert").is_dir()
+    assert not (Path(tiny_rules.config_path("5.0.0")).parent / "bert").exists()
