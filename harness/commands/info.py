@@ -1,4 +1,4 @@
-"""`mlperf benchmarks list|show` and `mlperf systems list|show|validate|export`."""
+"""`mlperf benchmarks list|show` and `mlperf systems list|show|validate|export|doc`."""
 
 from __future__ import annotations
 
@@ -119,31 +119,39 @@ def systems():
 @systems.command("list")
 @click.option("--json", "as_json", is_flag=True)
 def systems_list(as_json):
-    """All shipped systems."""
+    """Every system on the --system search path (./systems/, $MLPERF_SYSTEMS_PATH, the shipped
+    systems/), with the file each name comes from (the first found; the others are shadowed)."""
+    from harness.core.errors import ConfigError
+    from harness.resolve import system_search
     from harness.resolve import systems as sysmod
 
-    specs = [sysmod.load(n) for n in sysmod.available()]
+    rows = []  # (name, file used, files shadowed, spec or the line saying why it does not load)
+    for name, files in sysmod.found().items():
+        try:
+            spec: object = sysmod.load(name)
+        except ConfigError as e:  # one broken file of a user's must not hide the others
+            spec = str(e)
+        rows.append((name, system_search.shown(files[0]), [system_search.shown(f) for f in files[1:]], spec))
     if as_json:
-        click.echo(
-            json.dumps(
-                {"schema_version": 1, "systems": [s.model_dump(by_alias=True) for s in specs]}, indent=2
-            )
-        )
+        docs = [
+            (s.model_dump(by_alias=True) if isinstance(s, sysmod.SystemSpec) else {"name": n, "error": s})
+            | {"file": f, "shadows": sh}
+            for n, f, sh, s in rows
+        ]
+        click.echo(json.dumps({"schema_version": 1, "systems": docs}, indent=2))
         return OK
     from rich.table import Table
 
-    t = Table(title="systems")
-    for col in ("name", "nodes x accel", "accelerator", "memory (GiB)", "launcher", "division"):
+    t = Table(title="systems (first on the search path wins)")
+    for col in ("name", "nodes x accel", "accelerator", "launcher", "division", "file"):
         t.add_column(col)
-    for s in specs:
-        t.add_row(
-            s.name,
-            f"{s.nodes} x {s.accelerators_per_node} = {s.world_size}",
-            s.accelerator.model_name,
-            f"{s.accelerator.memory_gib:.1f}",
-            s.launcher.kind,
-            s.division,
-        )
+    for name, f, shadowed, s in rows:
+        where = f + "".join(f" (shadows {x})" for x in shadowed)
+        if not isinstance(s, sysmod.SystemSpec):
+            t.add_row(name, "-", f"invalid: mlperf systems validate {f}", "-", "-", where)
+            continue
+        world = f"{s.nodes} x {s.accelerators_per_node} = {s.world_size}"
+        t.add_row(s.name, world, s.accelerator.model_name, s.launcher.kind, s.division, where)
     _console().print(t)
     return OK
 
@@ -164,13 +172,45 @@ def systems_show(name):
 @systems.command("validate")
 @click.argument("file", type=click.Path(dir_okay=False))
 def systems_validate(file):
-    """Validate a descriptor file (exit 2 with the field and the fix if it is wrong)."""
+    """Validate a descriptor file (or a name on the search path): every problem at once, one line
+    each with the field and the fix (exit 2)."""
+    from harness.core.errors import USAGE
+    from harness.resolve import system_search
     from harness.resolve import systems as sysmod
 
-    spec = sysmod.load_file(Path(file)) if Path(file).exists() else sysmod.load(file)
+    path = Path(file)
+    if not path.exists():  # a name: the file `--system NAME` would read (unknown: one line)
+        hits = [] if system_search.is_path(file) else system_search.candidates(file, sysmod.SYSTEMS_DIR)
+        path = hits[0] if hits else Path(file)
+        if not hits:
+            sysmod.load(file)  # raises the one line: no such file, or where a name was looked for
+    lines = sysmod.problems(path)
+    if lines:
+        for line in lines:  # one line each, every one in the contract's form (no summary after)
+            click.echo(f"error: {line}", err=True)
+        return USAGE
+    spec = sysmod.load(file) if path != Path(file) else sysmod.load_file(path)  # by name: name = file
     click.echo(
-        f"{file}: ok ({spec.name}: {spec.nodes} x {spec.accelerators_per_node} {spec.accelerator.model_name})"
+        f"{path}: ok ({spec.name}: {spec.nodes} x {spec.accelerators_per_node} {spec.accelerator.model_name})"
     )
+    return OK
+
+
+@systems.command("doc")
+@click.option("-o", "--output", type=opt.OUT_FILE, help="Write here (atomically) instead of stdout.")
+def systems_doc(output):
+    """The descriptor reference (docs/systems.md), rendered from the model: a minimal example and
+    every field with its type, unit, default and meaning."""
+    from harness.resolve import systems_doc as doc
+
+    text = doc.markdown()
+    if output:
+        from harness.core.files import atomic_write
+
+        atomic_write(Path(output), text)
+        click.echo(f"wrote {output}", err=True)
+    else:
+        click.echo(text, nl=False)
     return OK
 
 

@@ -33,7 +33,15 @@ system = click.option(
     "system",
     default="cpu-local",
     show_default=True,
-    help="System name from systems/ or a descriptor file.",
+    help="A descriptor file, or a name looked up in ./systems/, then $MLPERF_SYSTEMS_PATH "
+    "(colon-separated folders), then the shipped systems/ (`mlperf systems list`).",
+)
+nodes = click.option(
+    "--nodes",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Run the system at N nodes instead of its descriptor's count (same config and launcher; "
+    "the layout is derived again for N).",
 )
 size = click.option(
     "--size", type=click.Choice(["tiny", "full"]), help="Default: tiny on CPU systems, full elsewhere."

@@ -90,8 +90,9 @@ def price_run(
     user=None,
     ruleset=None,
     round_name=None,
+    nodes=None,
 ) -> Plan:
-    """The run `mlperf run BENCH --system SYSTEM [--size] [--set] [--nproc-per-node]` would start,
+    """The run `mlperf run BENCH --system SYSTEM [--size] [--set] [--nproc-per-node] [--nodes]` would start,
     resolved by the same code (harness.resolve.runplans), priced under `stack` (default: the
     system's own)."""
     from harness.planner import search, stacks, workloads
@@ -106,6 +107,7 @@ def price_run(
         runs=1,
         sets=sets,
         nproc_per_node=nproc_per_node,
+        nodes=nodes,
         fallback=best_config,
         ruleset=ruleset,
         round_name=round_name,

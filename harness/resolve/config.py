@@ -3,8 +3,8 @@
 Precedence, lowest first:
   1. default      the field defaults in benchmarks/<name>/config.py (the reference, full size)
   2. size         benchmarks/<name>/configs/tiny.yaml when --size tiny
-  3. system       benchmarks/<name>/configs/<system>.yaml when its `size:` matches, else (full
-                  size) the planner's best layout for the system
+  3. system       benchmarks/<name>/configs/<system>.yaml (absent: <the descriptor's tuned_config>.yaml)
+                  when its `size:` matches, else (full size) the planner's best layout for the system
   4. --set        key=value from the command line (YAML scalars)
 Values the config computes itself (e.g. gpt3 warmup steps from the batch size) are 'derived'.
 """
@@ -65,8 +65,11 @@ def resolve(
     fallback=None,
     closed: dict[str, tuple[tuple | None, str, str]] | None = None,
     ruleset: str | None = None,
+    tuned_config: str | None = None,
 ) -> tuple[BenchmarkConfig, dict[str, str], list[str]]:
     """(config, provenance, sources) for one benchmark; raises ConfigError on any bad key/value.
+    `tuned_config`: the descriptor's shipped system whose config stands in when none is named
+    after `system_name` (systems.py SystemSpec.tuned_config).
     `closed`: log key -> (allowed values, rule, rule file) of the closed division at this ruleset
     and size (benchmarks/tiny_rules.py closed_values; computed here when not given, under
     `ruleset` or the benchmark's default); a --set outside them is refused."""
@@ -87,10 +90,12 @@ def resolve(
             raise ConfigError(f"{bench.name} has no tiny size ({rel(folder / 'tiny.yaml')} is missing)")
         layers.append(("size:tiny", tiny))
         files.append(rel(folder / "tiny.yaml"))
-    sys_file = folder / f"{system_name}.yaml"
+    sys_file, tuned_name = folder / f"{system_name}.yaml", system_name
+    if tuned_config and not sys_file.exists():
+        sys_file, tuned_name = folder / f"{tuned_config}.yaml", tuned_config
     tuned = _config_file(sys_file, size)
     if tuned is not None:
-        layers.append((f"system:{system_name}", tuned))
+        layers.append((f"system:{tuned_name}", tuned))
         files.append(rel(sys_file))
     elif size == "full" and fallback is not None:
         # No config tuned for this system: the planner's best layout (`mlperf plan`) fills the gap.

@@ -90,6 +90,7 @@ def resolve_runs(
     fallback: Fallback | None = None,
     ruleset: str | None = None,
     round_name: str | None = None,
+    nodes: int | None = None,
 ) -> Resolved:
     from benchmarks.tiny_rules import closed_values
 
@@ -102,7 +103,21 @@ def resolve_runs(
     if size not in defn.sizes:
         raise ConfigError(f"{bench.name} has no '{size}' size (sizes: {', '.join(defn.sizes)})")
     overrides = config_mod.parse_sets(sets)
-    notes: list[str] = []
+    notes: list[str] = [n for n in [systems.source_note(system)] if n]
+    tuned_name = spec.name  # a descriptor's tuned config applies at any scale
+    if nodes is not None and nodes != spec.nodes:  # --nodes: the same descriptor at another scale
+        scaled = systems.at_nodes(spec, nodes)
+        notes.append(
+            f"--nodes {nodes}: {spec.name} at {nodes} node(s) (its descriptor: {spec.nodes}), filed as "
+            f"system '{scaled.name}' (a system JSON states one node count)"
+        )
+        spec = scaled
+        kind = launcher or spec.launcher.kind
+        if nodes > 1 and kind != "slurm":  # said before the layout: that is not what is wrong
+            raise ConfigError(
+                f"--nodes {nodes}: system '{tuned_name}' starts its ranks with {kind}, which runs on one "
+                f"node; give --launcher slurm (or a descriptor with launcher: {{kind: slurm}}) or --nodes 1"
+            )
 
     def proposed(sets: dict) -> dict:
         if fallback is None:
@@ -118,7 +133,7 @@ def resolve_runs(
 
     closed = closed_values(bench, rs, size)
     cfg, provenance, sources = config_mod.resolve(
-        bench, size, spec.name, spec.division, overrides, proposed, closed=closed, ruleset=rs
+        bench, size, tuned_name, spec.division, overrides, proposed, closed, rs, spec.tuned_config
     )
     lay = layout_mod.derive(
         cfg,

@@ -12,14 +12,19 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from harness.core.errors import ConfigError, suggest
 from harness.core.schema import Strict, load_yaml, validate
+from harness.resolve import system_search
 from harness.resolve.power import Power
+from harness.resolve.system_description import Description
+from harness.resolve.system_export import official_json
+from harness.resolve.systems_check import messages
 
 SYSTEMS_DIR = Path(__file__).resolve().parents[2] / "systems"
 
@@ -52,21 +57,28 @@ class Host(Strict):
     processor_model: str = ""
     """Official `host_processor_model_name`; 'auto' reads /proc/cpuinfo at load time."""
     processors_per_node: int = Field(1, ge=1)
+    """Official `host_processors_per_node`: CPU sockets per node."""
     core_count: int | Literal["auto"] = "auto"
     """Cores per processor; 'auto' = os.cpu_count() of the machine running the harness."""
     memory: str = ""
     """Official `host_memory_capacity`, e.g. '2.0 TB'; 'auto' reads /proc/meminfo."""
     storage_type: str = ""
+    """Official `host_storage_type`, e.g. 'NVMe SSD'."""
     storage_capacity: str = ""
+    """Official `host_storage_capacity` per node, with units, e.g. '2x 1.92TB NVMe SSD'."""
     networking: str = ""
+    """Official `host_networking`: the node's NICs, e.g. '8x ConnectX-7 IB NDR 400Gb/s'."""
 
 
 class Container(Strict):
     """A container for the ranks, started by pyxis/enroot (`srun --container-*` flags)."""
 
     image: str
-    """Image (`--container-image`): an enroot URI like 'nvcr.io/nvidia/pytorch:24.04-py3' or a
-    squashfs path on the nodes."""
+    """Image (`--container-image`): an enroot URI like 'nvcr.io/nvidia/pytorch:25.11-py3' or a
+    squashfs path on the nodes. It must hold Python >= 3.12 (NGC PyTorch 25.01 and later), a CUDA
+    torch and this harness's dependencies (`pip install --no-build-isolation -e '.[gpu]'`); the
+    job installs nothing, it mounts the checkout and runs its code (`--dry-run` says so and warns
+    about an NGC tag older than 25.01)."""
     mounts: list[str] = []
     """Bind mounts (`--container-mounts`), one `SRC:DST[:FLAGS]` each (flags joined by '+', e.g.
     'ro+rprivate'). The checkout, the run folders and the data folder are always mounted at
@@ -83,8 +95,9 @@ class Launcher(Strict):
     account: str = ""
     """Slurm account (`--account`); empty = none."""
     time_limit_min: int = Field(240, ge=1)
-    """Wall-clock limit of one run, minutes (`--time`; an allocation running N runs in sequence
-    asks for N times this)."""
+    """Wall-clock limit of ONE run, in minutes. A Slurm job running N runs in sequence asks for
+    `--time` = N x this + 10 min setup (as NVIDIA's configs: WALLTIME = setup + NEXP x
+    WALLTIME_MINUTES); each task of a job array for this + 10 min. `--dry-run` prints the sum."""
     runs_as: Literal["sequence", "array"] = "sequence"
     """How `--runs N` is submitted on Slurm: 'sequence' = one allocation running the N runs one
     after another (as NVIDIA's run.sub: one wait in the queue); 'array' = a job array of N
@@ -99,31 +112,12 @@ class Launcher(Strict):
     """Hostnames grouped by rack/leaf switch, for topology-aware rank ordering."""
     node_tuning: list[str] = []
     """Commands that tune a node (e.g. 'nvidia-smi boost-slider --vboost 1'); shown, run only with --apply-tuning."""
-    drop_caches: bool = False
-    """The job may run `sync; sysctl vm.drop_caches=3` before each run (rules: clear caches)."""
-
-
-class Description(Strict):
-    """Official system-description fields that the harness does not derive itself."""
-
-    host_processor_vcpu_count: str = ""
-    host_processor_frequency: str = ""
-    host_processor_caches: str = ""
-    host_processor_interconnect: str = ""
-    host_networking_topology: str = ""
-    host_memory_configuration: str = ""
-    accelerator_host_interconnect: str = ""
-    accelerator_frequency: str = ""
-    accelerator_on_chip_memories: str = Field("", alias="accelerator_on-chip_memories")
-    accelerator_interconnect_topology: str = ""
-    cooling: str = ""
-    hw_notes: str = ""
-    framework: str = ""
-    other_software_stack: str | dict[str, str] = ""
-    operating_system: str = ""
-    sw_notes: str = ""
-
-    model_config = Strict.model_config | {"populate_by_name": True}
+    drop_caches: bool | None = None
+    """Drop the page cache on every node before each run (`sync; sysctl vm.drop_caches=3`, as
+    root or with `sudo -n`, as NVIDIA's run.sub), because the MLPerf Training rules expect caches
+    cleared before each run (timing rules; logged as `cache_clear`). Unset = on for GPU systems,
+    off for CPU ones (dev boxes and CI: no root, a shared cache). A node that refuses makes the
+    run log cache_clear false and say so; false = never tried, logged false."""
 
 
 class SystemSpec(Strict):
@@ -142,28 +136,48 @@ class SystemSpec(Strict):
     platform: str
     """Per-node platform name; logged as `submission_platform` = '<nodes>x<platform>'."""
     nodes: int = Field(ge=1)
+    """Nodes the runs use (official `number_of_nodes`); `--nodes N` on run/plan overrides it."""
     accelerators_per_node: int = Field(ge=1)
     """Accelerators (= training processes) per node. For CPU systems: processes per node."""
     scale_up_domain: int | None = Field(None, ge=1)
     """Accelerators sharing the fast intra-node fabric (NVLink domain); default = accelerators_per_node. GB200 NVL72: 72."""
     accelerator: Accelerator
+    """The accelerator of every node (one model per system)."""
     intra_node_bandwidth_gbs: float = Field(gt=0)
     """Per-accelerator one-direction bandwidth inside the scale-up domain, GB/s (NVLink4: 450)."""
     inter_node_bandwidth_gbs: float = Field(gt=0)
     """Per-accelerator one-direction bandwidth between nodes, GB/s (one 400 Gb/s NIC per GPU: 50)."""
     host: Host = Host()
+    """The host CPUs, memory, storage and network of one node."""
     threads_per_process: int | Literal["auto"] = "auto"
     """torch intra-op threads per rank; 'auto' = cores / processes per node (at least 1)."""
     launcher: Launcher = Launcher()
+    """How the ranks are started (local, torchrun or Slurm) and with what environment."""
     description: Description = Description()
+    """Official system-description text fields copied into the exported JSON."""
     power: Power | None = None
     """MLPerf Power capture for every run (harness/resolve/power.py); absent = no measurement."""
+    tuned_config: str | None = None
+    """A shipped system whose tuned per-benchmark configs this one runs (the file
+    benchmarks/<bench>/configs/<tuned_config>.yaml) where none is named after this descriptor,
+    e.g. 'dgx-h100x1' for your own 8x H100 node; absent = the planner's best layout. The layout is
+    derived again at this system's nodes and accelerators."""
 
     @field_validator("name")
     @classmethod
     def _name_is_an_id(cls, v: str) -> str:
         if not v or any(c in v for c in "/ \\"):
             raise ValueError("must be a non-empty id without '/', '\\' or spaces")
+        return v
+
+    @field_validator("tuned_config")
+    @classmethod
+    def _tuned_config_is_shipped(cls, v: str | None) -> str | None:
+        names = system_search.tuned_config_names()
+        if v is not None and v not in names:
+            raise ValueError(
+                f"no benchmark ships a config '{v}'{suggest(v, names)}; shipped: {', '.join(names)}"
+            )
         return v
 
     @model_validator(mode="after")
@@ -202,43 +216,7 @@ class SystemSpec(Strict):
 
     def export_official(self) -> dict[str, Any]:
         """The official system-description JSON: the 33 required fields, all strings."""
-        d = self.description
-        mem_mib = round(self.accelerator.memory_gib * 1024)
-        return {
-            "submitter": self.submitter,
-            "division": self.division,
-            "status": self.status,
-            "system_name": self.system_name,
-            "number_of_nodes": str(self.nodes),
-            "host_processors_per_node": str(self.host.processors_per_node),
-            "host_processor_model_name": self.host.processor_model,
-            "host_processor_core_count": str(self.host.core_count),
-            "host_processor_vcpu_count": d.host_processor_vcpu_count,
-            "host_processor_frequency": d.host_processor_frequency,
-            "host_processor_caches": d.host_processor_caches,
-            "host_processor_interconnect": d.host_processor_interconnect,
-            "host_memory_capacity": self.host.memory,
-            "host_storage_type": self.host.storage_type,
-            "host_storage_capacity": self.host.storage_capacity,
-            "host_networking": self.host.networking,
-            "host_networking_topology": d.host_networking_topology,
-            "host_memory_configuration": d.host_memory_configuration,
-            "accelerators_per_node": str(self.accelerators_per_node),
-            "accelerator_model_name": self.accelerator.model_name,
-            "accelerator_host_interconnect": d.accelerator_host_interconnect,
-            "accelerator_frequency": d.accelerator_frequency,
-            "accelerator_on-chip_memories": d.accelerator_on_chip_memories,
-            "accelerator_memory_configuration": self.accelerator.memory_type,
-            "accelerator_memory_capacity": f"{mem_mib} MiB",
-            "accelerator_interconnect": self.accelerator.interconnect,
-            "accelerator_interconnect_topology": d.accelerator_interconnect_topology,
-            "cooling": d.cooling,
-            "hw_notes": d.hw_notes,
-            "framework": d.framework,
-            "other_software_stack": d.other_software_stack,
-            "operating_system": d.operating_system,
-            "sw_notes": d.sw_notes,
-        }
+        return official_json(self)
 
 
 # ---- loading ---------------------------------------------------------------------------------
@@ -282,34 +260,82 @@ def _mem_total() -> str:
 
 
 def available() -> list[str]:
+    """The shipped system names (the package's systems/)."""
     return sorted(p.stem for p in SYSTEMS_DIR.glob("*.yaml"))
 
 
+def found() -> dict[str, list[Path]]:
+    """Every name on the `--system` search path -> its files, the one used first (system_search)."""
+    return system_search.all_found(SYSTEMS_DIR)
+
+
 def load_file(path: Path) -> SystemSpec:
+    """A descriptor file; its first problem is the one line, with how many more there are."""
     path = Path(path)
     data = _local_facts(load_yaml(path))
-    return validate(SystemSpec, data, str(path))
+    try:
+        return SystemSpec.model_validate(data)
+    except ValidationError as err:
+        lines = messages(err, SystemSpec, str(path))
+        more = f" (+{len(lines) - 1} more: `mlperf systems validate {path}` lists all)"
+        raise ConfigError(lines[0] + (more if len(lines) > 1 else "")) from None
+
+
+def problems(path: Path) -> list[str]:
+    """Every problem of a descriptor file, one line each (pydantic collects them all in one
+    pass, unknown keys and the cross-field checks included); empty when it is valid."""
+    try:
+        data = _local_facts(load_yaml(Path(path)))
+    except ConfigError as e:  # unreadable or not YAML: nothing further can be checked
+        return [str(e)]
+    try:
+        SystemSpec.model_validate(data)
+    except ValidationError as err:
+        return messages(err, SystemSpec, str(path))
+    return []
+
+
+def source_note(name_or_path: str) -> str | None:
+    """Which file a name meant, when not simply the shipped one (system_search.source_note)."""
+    return system_search.source_note(name_or_path, SYSTEMS_DIR)
 
 
 def load(name_or_path: str) -> SystemSpec:
-    """A shipped system by name, or a descriptor file by path."""
+    """A descriptor by name (the search path: ./systems, $MLPERF_SYSTEMS_PATH, the shipped
+    systems/; system_search.py) or by file path."""
     p = Path(name_or_path)
-    if p.suffix in (".yaml", ".yml") or os.sep in name_or_path:
+    if system_search.is_path(name_or_path):
         try:  # exists() is True for a FIFO or folder too: load_file says what it is
-            found = p.exists()
-            link = " (a broken or looping symlink)" if not found and p.is_symlink() else ""
+            exists = p.exists()
+            link = " (a broken or looping symlink)" if not exists and p.is_symlink() else ""
         except (OSError, ValueError):  # a name too long for the filesystem, a NUL byte
-            found, link = False, ""
-        if not found:
+            exists, link = False, ""
+        if not exists:
             raise ConfigError(f"system file {name_or_path[:200]} does not exist{link}")
         return load_file(p)
-    f = SYSTEMS_DIR / f"{name_or_path}.yaml"
-    if name_or_path not in available():  # also for a name no file can have (too long, NUL)
+    hits = system_search.candidates(name_or_path, SYSTEMS_DIR)
+    scaled = SCALED.match(name_or_path)
+    if not hits and scaled and system_search.candidates(scaled["base"], SYSTEMS_DIR):
+        return at_nodes(load(scaled["base"]), int(scaled["nodes"]))
+    if not hits:  # also for a name no file can have (too long, NUL)
+        name = name_or_path[:80]
         raise ConfigError(
-            f"unknown system '{name_or_path[:80]}'{suggest(name_or_path[:80], available())}; "
-            f"see `mlperf systems list` or pass a descriptor file"
+            f"unknown system '{name}'{suggest(name, found())}; looked in "
+            f"{system_search.looked_in(SYSTEMS_DIR)}; see `mlperf systems list` or pass a descriptor file"
         )
+    f = hits[0]
     spec = load_file(f)
     if spec.name != f.stem:
         raise ConfigError(f"{f}: field 'name' is '{spec.name}' but the file is named '{f.stem}.yaml'")
     return spec
+
+
+# `--nodes N` runs a descriptor at another scale under its own system name, NAME-nN: a submission's
+# system JSON states one node count, so runs at 16 and 64 nodes may not share a result folder (the
+# committee's check of the logs' "16x..." platform against `number_of_nodes` would fail one of them).
+SCALED = re.compile(r"^(?P<base>.+)-n(?P<nodes>[1-9][0-9]{0,5})$")
+
+
+def at_nodes(spec: SystemSpec, nodes: int) -> SystemSpec:
+    """`spec` at `nodes` nodes, named NAME-nN (what `load` reads back, e.g. for `--resume`)."""
+    return spec.with_overrides(nodes=nodes, name=f"{spec.name}-n{nodes}")

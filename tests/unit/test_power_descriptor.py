@@ -43,8 +43,8 @@ def test_the_shipped_power_system_loads_and_names_its_credentials_by_variable():
 @pytest.mark.parametrize(
     ("change", "says"),
     [
-        ({"source_timeout_s": 0.5}, "field 'power': Value error, source.timeout_s 0.5 exceeds interval_s"),
-        ({"source_host": ""}, "field 'power.source': Value error, 'host' is required"),
+        ({"source_timeout_s": 0.5}, "field 'power': source.timeout_s 0.5 exceeds interval_s"),
+        ({"source_host": ""}, "field 'power.source': 'host' is required"),
         ({"interval_s": 2}, "field 'power.interval_s'"),
         ({"conversion_eff": 1.3}, "field 'power.conversion_eff'"),
         ({"source_password": "hunter2"}, "unknown key 'power.source.password'"),
