@@ -96,9 +96,11 @@ def show_dry_run(resolved, results_dir: Path, as_json: bool, apply_tuning: bool,
     from harness.core.tree import result_dir
     from harness.resolve.runplans import runnable
     from harness.run import launch
+    from harness.run.launch import jobinfo
 
     plan = resolved.plans[0]
     launcher = launch.get(resolved.launcher, apply_tuning=apply_tuning)
+    launch_notes = jobinfo.notes(resolved.plans, resolved.system, resolved.launcher)
     command = launcher.describe(resolved.plans, resolved.system, runnable(resolved.benchmark).module)
     out_dir = result_dir(results_dir, plan.submission.org, plan.submission.system, plan.submission_benchmark)
     from importlib.metadata import version
@@ -125,6 +127,7 @@ def show_dry_run(resolved, results_dir: Path, as_json: bool, apply_tuning: bool,
             "results": str(out_dir),
             "node_tuning": resolved.system.launcher.node_tuning,
             "power": None if resolved.system.power is None else resolved.system.power.model_dump(),
+            "launch_notes": launch_notes,
         }
         if build is not None:
             doc["build"] = dict(build, planner=planner_figures(resolved.benchmark, plan))
@@ -175,7 +178,11 @@ def show_dry_run(resolved, results_dir: Path, as_json: bool, apply_tuning: bool,
         highlight=False,
     )
     out.print(f"launcher: {resolved.launcher}")
-    out.print(command, markup=False, highlight=False)
+    for line in launch_notes:  # time limit arithmetic, cache drop, container image
+        out.print(line, markup=False, highlight=False, soft_wrap=True)  # one line each
+    # soft_wrap: the script is printed as it is written (rich would fold lines at 140 columns
+    # when piped, and a folded script no longer runs).
+    out.print(command, markup=False, highlight=False, soft_wrap=True)
     out.print(f"results: {out_dir}/result_<i>.txt; artifacts: {Path(plan.run_dir).parent}/")
     if build is not None:
         import click

@@ -26,7 +26,7 @@ import yaml
 
 import benchmarks
 from harness.core.errors import ConfigError
-from harness.run.launch import sbatch, topology
+from harness.run.launch import jobinfo, sbatch, topology
 from harness.run.launch.slurm import SlurmLauncher
 
 REPO = Path(__file__).resolve().parents[2]
@@ -87,7 +87,7 @@ def test_dry_run_1452_nodes_matches_golden(mlperf, tmp_path):
 
 def test_dry_run_64_nodes_with_and_without_container(mlperf, tmp_path):
     with_container = _dry_run(mlperf, tmp_path, "dgx-h100x64")
-    assert "--container-image=nvcr.io/nvidia/pytorch:24.04-py3" in with_container
+    assert "--container-image=nvcr.io/nvidia/pytorch:25.11-py3" in with_container
     _golden("gpt3_dgx-h100x64_container.sbatch", with_container)
     data = yaml.safe_load((REPO / "systems" / "dgx-h100x64.yaml").read_text())
     del data["launcher"]["container"]
@@ -175,6 +175,8 @@ SLURM_PROCID=1 exec "$@"
 """,
     "scontrol": 'printf "%s\\n" $FAKE_HOSTS\n',
     "sysctl": 'echo "sysctl $*" >> "$FAKE_OUT"; exit "${FAKE_SYSCTL_RC:-0}"\n',
+    # Not root: the script drops the cache through `sudo -n`; never the real sudo in a test.
+    "sudo": '[ "$1" = -n ] && shift; exec "$@"\n',
     "nvidia-smi": 'echo "nvidia-smi $*" >> "$FAKE_OUT"\n',
     "python": 'echo "python rank=${PET_NODE_RANK:-} cleared=$MLPERF_CACHE_CLEARED master=$MASTER_ADDR:$MASTER_PORT '
     'weird=${WEIRD:-} args=$*" >> "$FAKE_OUT"\n'
@@ -338,7 +340,8 @@ def test_runs_in_one_allocation_go_on_after_a_failure(cpu_plan, tmp_path):
     plans = _runs(plan, 3, "fail")
     script = sbatch.render(plans, system, ENTRY, python="python")
     assert "#SBATCH --job-name=mlperf-gpt3-cpu-slurm-r0-2\n" in script
-    assert f"#SBATCH --time={3 * system.launcher.time_limit_min}\n" in script  # three runs' worth
+    # three runs' worth plus the job's setup (jobinfo.time_limit)
+    assert f"#SBATCH --time={3 * system.launcher.time_limit_min + jobinfo.SETUP_MIN}\n" in script
     calls, _ = _execute(tmp_path, script, hosts="n1", python_rc={plans[1].run_dir: 7}, rc=7)
     runs = [c for c in calls if c.startswith("python")]
     assert len(runs) == 3 and all(f"--plan {p.run_dir}/plan.json" in r for p, r in zip(plans, runs))
@@ -363,7 +366,8 @@ def test_job_array_task_runs_its_own_run(cpu_plan, tmp_path):
     plans = _runs(plan, 3, "array")
     script = sbatch.render(plans, _system(system, runs_as="array"), ENTRY, python="python")
     assert (
-        "#SBATCH --array=0-2\n" in script and f"#SBATCH --time={system.launcher.time_limit_min}\n" in script
+        "#SBATCH --array=0-2\n" in script
+        and f"#SBATCH --time={system.launcher.time_limit_min + jobinfo.SETUP_MIN}\n" in script
     )
     assert "slurm-%A_%a.out" in script
     calls, _ = _execute(tmp_path, script, hosts="n1", env={"SLURM_ARRAY_TASK_ID": "1"})

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from harness.core.runplan import RunPlan
+from harness.run.launch import jobinfo
 
 POLL_S = 0.5
 
@@ -96,6 +97,16 @@ class LocalLauncher:
 
     def _run_one(self, plan, system, entry, monitor) -> int:
         run_dir = Path(plan.run_dir)
+        env = _env(plan, system)
+        if jobinfo.drop_caches(system):
+            # The rules' cache clear (harness/run/launch/jobinfo.py); the rank logs cache_clear
+            # from MLPERF_CACHE_CLEARED, and a refusal is said here, not only in the log.
+            done, why = jobinfo.drop_here()
+            env["MLPERF_CACHE_CLEARED"] = "1" if done else "0"
+            if not done:
+                say = getattr(monitor, "status", None)
+                if say is not None:
+                    say(plan, f"page cache NOT dropped ({why}); the log says cache_clear false")
         # Power mode: the samplers read before the rank starts and are stopped by pid whatever
         # way it ends (the with block); a BMC that cannot be read refuses the run before it starts.
         with (
@@ -106,7 +117,7 @@ class LocalLauncher:
                 self.argv(plan, entry),
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env=_env(plan, system),
+                env=env,
                 start_new_session=True,
             )
             try:

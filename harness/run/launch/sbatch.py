@@ -5,8 +5,10 @@ sequence`), or each task of a job array runs one of them (`array`). Per run:
 
     rendezvous    MASTER_ADDR = first host of the allocation (rack order when racks are listed),
                   MASTER_PORT from the job id and the run index (a fresh port per run)
-    caches        page-cache drop where launcher.drop_caches allows it, exporting
-                  MLPERF_CACHE_CLEARED=1/0 so the log's cache_clear tells the truth
+    caches        page-cache drop where launcher.drop_caches allows it (as root or sudo -n),
+                  exporting MLPERF_CACHE_CLEARED=1/0 so the log's cache_clear tells the truth,
+                  and RUN_DIR/cache_cleared 1/0 so `mlperf run` says when a node refused
+    time          --time = runs x launcher.time_limit_min + setup (jobinfo.time_limit)
     training      srun, one task per node (pyxis --container-* when a container is declared),
                   each running torchrun with N ranks: python -m torch.distributed.run ...
                   -m ENTRY --plan RUN_DIR/plan.json >> RUN_DIR/stdout.log
@@ -27,7 +29,7 @@ import sys
 from pathlib import Path
 
 from harness.core.errors import ConfigError
-from harness.run.launch import pyxis, topology
+from harness.run.launch import jobinfo, pyxis, topology
 from harness.run.launch.script_values import check_launcher, q
 
 REPO = Path(__file__).resolve().parents[3]
@@ -50,6 +52,7 @@ def runs_root(plans) -> Path:
 def _header(plans, system, array: bool) -> list[str]:
     p, lay, lc = plans[0], plans[0].layout, system.launcher
     n = len(plans)
+    minutes, time_text = jobinfo.time_limit(system, n)
     what = f"run {p.run_index + 1}" if n == 1 else f"runs {p.run_index + 1}..{plans[-1].run_index + 1}"
     how = "" if n == 1 else (" as a job array" if array else " in one allocation, one after another")
     L = [
@@ -58,13 +61,14 @@ def _header(plans, system, array: bool) -> list[str]:
         f"rendered by mlperf-harness (harness/run/launch/sbatch.py).",
         f"# Layout: {lay.describe()}",
         "# Resubmit: sbatch job.sbatch (runs every run listed in RUN_DIRS again)",
+        f"# {time_text}",
     ]
     sb = [("job-name", job_name(plans)), ("nodes", lay.nodes), ("ntasks-per-node", 1)]
     if system.accelerator.kind == "gpu":
         sb += [("gpus-per-node", lay.procs_per_node), ("exclusive", None)]
     else:
         sb.append(("cpus-per-task", lay.procs_per_node * p.threads_per_process))
-    sb.append(("time", lc.time_limit_min * (1 if array else n)))
+    sb.append(("time", minutes))
     if array and n > 1:
         sb.append(("array", f"0-{n - 1}"))
     for key in ("partition", "account", "switches"):
@@ -155,14 +159,22 @@ def _run_function(plans, system, entry: str, python: str, per_node: str) -> list
         "  # Clear caches before the run (MLPerf rules); the log's cache_clear says whether it happened."
     )
     L.append("  export MLPERF_CACHE_CLEARED=0")
-    if lc.drop_caches:
-        L.append(f"  if {per_node} bash -c 'sync && sysctl -q -w vm.drop_caches=3'; then")
+    if jobinfo.drop_caches(system):
+        # Jobs run as the user: root drops directly, others through sudo -n (NVIDIA's run.sub
+        # uses sudo), which fails at once where no passwordless rule exists.
+        drop = "sysctl -q -w vm.drop_caches=3"
+        root_or_sudo = f'if [ "$(id -u)" = 0 ]; then {drop}; else sudo -n {drop}; fi'
+        L.append(f"  if {per_node} bash -c {q('sync && ' + root_or_sudo)}; then")
         L.append("    MLPERF_CACHE_CLEARED=1")
         L.append("  else")
-        L.append("    echo 'warning: could not drop the page cache; logging cache_clear=false' >&2")
+        L.append(
+            "    echo 'warning: could not drop the page cache (root or passwordless sudo sysctl "
+            "needed on every node); logging cache_clear=false' >&2"
+        )
         L.append("  fi")
     else:
-        L.append("  # (launcher.drop_caches is false: jobs on this cluster may not drop the page cache)")
+        L.append("  # (no cache drop: launcher.drop_caches is false, or unset on a CPU system)")
+    L.append(f'  echo "$MLPERF_CACHE_CLEARED" > "$RUN_DIR/{jobinfo.CACHE_FILE}"   # read by mlperf run')
     if system.power is not None:
         L += _power_start(python, system.power)
     L.append(f"  # Train: one torchrun per node, {lay.procs_per_node} rank(s) each.")

@@ -30,7 +30,7 @@ from harness.core.errors import ConfigError, HarnessError
 from harness.core.files import atomic_write
 from harness.core.runfolder import EXIT_CODE_FILE
 from harness.core.runplan import RunPlan
-from harness.run.launch import sbatch
+from harness.run.launch import jobinfo, sbatch
 
 POLL_S = 0.3
 GRACE_S = 20.0
@@ -117,12 +117,16 @@ class SlurmLauncher:
     def run(self, plans, system, entry, monitor) -> None:
         text = self.script(plans, system, entry)  # refuse bad descriptors before anything is submitted
         preflight(system)
+        old = system.launcher.container and jobinfo.ngc_python_too_old(system.launcher.container.image)
+        if old:  # the job would fail on every node after its wait in the queue: say why first
+            _status(monitor, plans[0], f"warning: {old}")
         array = system.launcher.runs_as == "array" and len(plans) > 1
         job_id = None
         try:
             for plan in plans:
                 d = Path(plan.run_dir)
                 (d / EXIT_CODE_FILE).unlink(missing_ok=True)  # a resumed run's earlier end
+                (d / jobinfo.CACHE_FILE).unlink(missing_ok=True)  # and its earlier cache drop
                 atomic_write(d / "job.sbatch", text)
                 if system.power is not None:  # what the job's samplers read (power/job.py)
                     (d / "power").mkdir(exist_ok=True)
@@ -137,13 +141,13 @@ class SlurmLauncher:
                 )
             how = "a job array" if array else ("one allocation" if len(plans) > 1 else "")
             _status(monitor, plans[0], f"slurm job {job_id} submitted" + (f" ({how})" if how else ""))
-            self._follow(job_id, plans, array, monitor)
+            self._follow(job_id, plans, array, monitor, jobinfo.drop_caches(system))
         except BaseException:  # Ctrl-C above all, but no error of ours may leave jobs running
             if job_id:
                 cancel([job_id])
             raise
 
-    def _follow(self, job_id: str, plans: list[RunPlan], array: bool, monitor) -> None:
+    def _follow(self, job_id: str, plans: list[RunPlan], array: bool, monitor, drop: bool = False) -> None:
         """Report each run as soon as its exit code is recorded; when the job has ended, the runs
         that recorded none (killed, cancelled, never started) get the job's (array task's) code."""
         live = list(plans)
@@ -186,6 +190,9 @@ class SlurmLauncher:
                     continue
                 monitor.poll(plan)
                 _status(monitor, plan, f"ended in slurm job {task} (exit {rc}){_error_line(plan, rc)}")
+                refused = jobinfo.refused_line(Path(plan.run_dir)) if drop else ""
+                if refused:  # wanted and refused: the log says cache_clear false, so do we
+                    _status(monitor, plan, refused)
                 live.remove(plan)
                 monitor.finished(plan, rc)
             if live:
