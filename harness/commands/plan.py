@@ -12,6 +12,7 @@ bad input. Never imports torch.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 
@@ -28,7 +29,7 @@ from harness.core.errors import ConfigError
     "--system",
     "system_name",
     metavar="NAME",
-    help="A shipped system (systems/NAME.yaml) or a descriptor path.",
+    help="A descriptor path, or a name looked up in ./systems/, $MLPERF_SYSTEMS_PATH, then the shipped systems/.",
 )
 @click.option(
     "--system-json",
@@ -46,6 +47,7 @@ from harness.core.errors import ConfigError
     "--set", "sets", multiple=True, metavar="KEY=VALUE", help="Config override, as `mlperf run --set`."
 )
 @click.option("--nproc-per-node", type=int, help="Processes per node, as `mlperf run --nproc-per-node`.")
+@opt.nodes
 @opt.ruleset
 @opt.round_name
 @click.option(
@@ -67,7 +69,7 @@ from harness.core.errors import ConfigError
 )
 @click.option("--top", default=5, show_default=True, type=click.IntRange(1, 100), help="Layouts to show.")
 @click.option("--plot", "plot_path", type=opt.OUT_FILE, metavar="FILE.png", help="Also draw time vs size.")
-def plan(bench, run_dirs, system_name, system_json, stack, size, sets, nproc_per_node, ruleset, round_name, gbs,
+def plan(bench, run_dirs, system_name, system_json, stack, size, sets, nproc_per_node, nodes, ruleset, round_name, gbs,
          calibrate, out_file, cal_file, as_json, explain, top, plot_path):  # fmt: skip
     """Choose the parallel layout, check memory and predict time-to-train of BENCH on a system.
 
@@ -100,7 +102,9 @@ def plan(bench, run_dirs, system_name, system_json, stack, size, sets, nproc_per
         if system_name
         else planner.hardware.from_official_json(system_json)
     )
-    st = stacks.parse(stack) if stack else stacks.recognise(hw)
+    if nodes:  # --nodes: the same machine at another scale (run mode re-resolves it below)
+        hw = dataclasses.replace(hw, nodes=nodes)
+    st = stacks.for_plan(hw, stack)  # its `how` names the stack the other form of the machine gets
     if calibrate:
         doc = selfcal.calibrate(b, system_name, hw, list(run_dirs), out_file)
         _emit(doc, as_json, plan_show.render_calibration)
@@ -111,7 +115,9 @@ def plan(bench, run_dirs, system_name, system_json, stack, size, sets, nproc_per
     if run_mode:
         if gbs:
             sets = (*sets, f"global_batch_size={gbs}")
-        result = planner.price_run(b, system_name, size, sets, nproc_per_node, st, user, ruleset, round_name)
+        result = planner.price_run(
+            b, system_name, size, sets, nproc_per_node, st, user, ruleset, round_name, nodes=nodes
+        )
     else:
         from harness.core.rulesets import for_run
 

@@ -201,7 +201,12 @@ def ingest(round_root, round_name, ruleset, check, db, as_json):
 @click.option("--db", default=None, help="Results database folder (default results/db).")
 @click.option("--json", "as_json", is_flag=True)
 def compare(benchmark, rounds, ruleset, accelerator, scale, by, plot_path, db, as_json):
-    """Best score, matched-scale score, accelerator-minutes, scaling efficiency, energy and speedup per round."""
+    """Best score, matched-scale score, accelerator-minutes, scaling efficiency, energy and speedup per round.
+
+    A speedup over the previous round is only printed between the same accelerator at the same
+    count; otherwise the cell names both results ('- (1024 H100 vs 32 H100)'). `like for like`
+    is the speedup at the fastest accelerator and count both rounds have.
+    """
     from harness.commands import results_render as show
     from harness.core import rulesets as rules
     from harness.review.results.compare import compare as do_compare

@@ -93,7 +93,8 @@ def compare_table(doc: dict) -> None:
     cols += [Col("results"), Col(f"best ({unit})"), Col("best system", left=True), Col("n")]
     cols += [Col(f"at {ms or '-'} acc. ({unit})"), Col("kJ per acc." if energy else "best acc.-min")]
     cols += [] if energy else [Col("scaling eff.")]
-    cols += [Col("time (min)" if energy else "energy (MJ)"), Col("speedup"), Col("speedup matched")]
+    cols += [Col("time (min)" if energy else "energy (MJ)"), Col("speedup best"), Col("speedup matched")]
+    cols += [Col("like for like")]
     scale = 1e-6 if energy else 1.0
     cells = []
     for r in doc["rounds"]:
@@ -119,6 +120,22 @@ def compare_table(doc: dict) -> None:
             row.append(_fmt(None if r["best_energy_j"] is None else r["best_energy_j"] / 1e6))
         else:
             row.append(_fmt(r["best_score_min"]))
-        row += [_x(r["speedup_best"]), _x(r["speedup_matched"])]
+        row += [_vs(r, "speedup_best"), _vs(r, "speedup_matched"), _like(r.get("speedup_like"))]
         cells.append(row)
     tables.show(tables.stdout(), title, cols, cells, note="round")
+    tables.stdout().print(
+        "speedups over the previous round only between the same accelerator at the same count; "
+        "'- (A vs B)' names two results that are not alike",
+        markup=False,
+        highlight=False,
+    )
+
+
+def _vs(r: dict, key: str) -> str:
+    """The speedup, or '-' naming the two results it would compare when they are not alike."""
+    unlike = r.get(key + "_unlike")
+    return f"- ({unlike})" if unlike else _x(r.get(key))
+
+
+def _like(v: dict | None) -> str:
+    return "-" if not v else f"{v['speedup']:.2f}x ({v['accelerators']} {v['accelerator']})"

@@ -2,6 +2,8 @@
 
     recognise(hw)               -> Stack from the system description's software text
     parse("nvidia-ngc@24.04")   -> Stack named by the user (`mlperf plan --stack`)
+    for_plan(hw, spec)          -> the one `mlperf plan` prices, saying what the machine's other
+                                   form (its YAML / its exported JSON) is priced as
     factor(stack, bench, k)     -> (efficiency factor, the key it came from, note or None)
 
 The rules and the stacks are data (data/stacks.yaml, see its header); the factors are fitted
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from dataclasses import replace as _replace
 from functools import cache
 
 from harness.core.errors import ConfigError, suggest
@@ -140,9 +143,10 @@ def recognise(hw) -> Stack:
     text = _words(framework + " " + _text(software))
     defs = definitions()
     if sw.get("shipped"):
-        return make("mlperf-harness", None, "a shipped systems/*.yaml runs this harness")
+        return make("mlperf-harness", None, "a systems/ descriptor (YAML) runs this harness")
+    # a detect word is split as the text is: 'mlperf-harness' raw never matched ' mlperf harness '
     name = next(
-        (s["name"] for s in table()["stacks"] if any(f" {w} " in text for w in s["detect"])),
+        (s["name"] for s in table()["stacks"] if any(_words(w) in text for w in s["detect"])),
         None,
     )
     how = f"framework '{framework.strip()[:60]}'" if name else ""
@@ -156,15 +160,42 @@ def recognise(hw) -> Stack:
     return make(name, version, "; ".join(x for x in (how, vhow) if x))
 
 
-def parse(spec: str) -> Stack:
-    """`NAME` or `NAME@VERSION` as given to --stack."""
+def parse(spec: str, recognised: Stack | None = None) -> Stack:
+    """`NAME` or `NAME@VERSION` as given to --stack (`recognised`: what the system alone reads as)."""
     name, _, version = spec.strip().partition("@")
     defs = definitions()
     if name not in defs:
         raise ConfigError(
             f"--stack {spec}: unknown stack '{name}'{suggest(name, defs)}; known: {', '.join(defs)}"
         )
-    return make(name, version or None, "--stack")
+    how = "--stack"
+    if recognised is not None and recognised.key != spec.strip():
+        how += f"; without it {recognised.key}: {recognised.how}"
+    return make(name, version or None, how)
+
+
+def for_plan(hw, spec: str | None = None) -> Stack:
+    """The stack `mlperf plan` prices `hw` as, its `how` naming the other form of the machine.
+
+    A systems/ YAML is priced as this harness (mlperf-harness); its exported system JSON as what
+    its framework text names (mlperf-harness where the text says so, else e.g. nvidia-ngc for
+    'megatron'): the same machine then plans at different times, so the text says which stack
+    the other form gets and the --stack that prices both alike."""
+    own = recognise(hw)
+    if spec:
+        return parse(spec, own)
+    sw = dict(hw.software or {})
+    if sw.pop("shipped", None):
+        as_json = recognise(_replace(hw, software=sw))
+        if as_json.name == own.name:
+            then = f"its exported system JSON names it too ({as_json.how}): priced the same"
+        else:
+            then = f"its exported system JSON is priced as {as_json.key} ({as_json.how}): --stack {as_json.key} to compare"
+    elif own.name != "mlperf-harness":
+        then = "a systems/ descriptor of this machine is priced as mlperf-harness: --stack mlperf-harness to compare"
+    else:
+        then = "as a systems/ descriptor of this machine"
+    return make(own.name, own.version, f"{own.how}; {then}")
 
 
 def factor(stack: Stack, bench: str, k: dict, table: str = "stack_eff") -> tuple[float, str, str | None]:

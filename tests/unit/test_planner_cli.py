@@ -99,14 +99,20 @@ def test_bad_gbs_exits_2():
 @pytest.mark.parametrize(
     ("bench", "what", "most"),
     [
-        ("llama2_70b_lora", "(data-parallel + CP)", "128), split by CP 8; at most 1024 accelerators (128 nodes"),
+        (
+            "llama2_70b_lora",
+            "(data-parallel + CP)",
+            "128), split by CP 8; at most 1024 accelerators (128 nodes",
+        ),
         ("stable_diffusion", "(data-parallel only)", "2048); at most 2048 accelerators (256 nodes"),
     ],
 )
 def test_too_many_accelerators_names_the_cause_and_the_largest_size(bench, what, most):
     """11,616 GPUs: the refusal says what the implementation splits a sample over and the most
     accelerators any layout can use (not 'the rules forbid'); a wrong count or a missing CP fails."""
-    msg = _one_line_error(run(bench, "--system", "dgx-h100x1452"), f"no {bench} layout on dgx-h100x1452 {what}")
+    msg = _one_line_error(
+        run(bench, "--system", "dgx-h100x1452"), f"no {bench} layout on dgx-h100x1452 {what}"
+    )
     assert "less than one sample of the largest global batch the RCPs cover (" + most in msg
 
 

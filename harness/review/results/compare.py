@@ -11,7 +11,11 @@ or, with `by="energy"`, by energy to train (rounds and results with power logs):
 - scaling efficiency within the accelerator model of the round's largest result, between its
   smallest and largest scale: (t_small x n_small) / (t_large x n_large), 1.0 = perfect;
 - best energy (J) and energy per accelerator where the round has power results;
-- speedup over the previous round, of the best and at the matched scale.
+- speedup over the previous round, like for like only (the same accelerator, by its short name,
+  at the same count): of the best, and at the matched scale, where the two rounds' results are
+  alike; otherwise no number and `*_unlike` names both ('1024 H100 vs 8 B200': a 0.15x between
+  a 1,024-GPU and an 8-GPU result measures the scale, not the round); `speedup_like` is the
+  speedup of the fastest (accelerator, count) present in both rounds, named.
 A result published twice in a round (the same runs under two system names or submitter folders:
 `duplicates`) is counted once, and named in the document's `duplicates`.
 """
@@ -19,22 +23,12 @@ A result published twice in a round (the same runs under two system names or sub
 from __future__ import annotations
 
 import numbers
-import re
 
 from harness.core import rulesets as rules
 from harness.core.errors import ConfigError
+from harness.core.plot_style import short_accelerator  # here too: its importers know it here
 
 METRICS = {"time": "score_min", "energy": "energy_j"}
-_ACC_RE = re.compile(r"\b(GB\d{3}|[A-Z]{1,2}\d{2,3}[A-Z]?|MI\d{3}X?|Gaudi\s?\d|TPU[-\s]?\w+)", re.I)
-
-
-def short_accelerator(name) -> str:
-    """'NVIDIA H100-SXM5-80GB' -> 'H100', 'AMD Instinct MI300X 192GB HBM3' -> 'MI300X'."""
-    if not isinstance(name, str) or not name:
-        return "?"
-    name = re.sub(r"\((?:R|TM)\)|[®™]", "", name)
-    m = _ACC_RE.search(name)
-    return m[1].replace(" ", "") if m else name.strip()[:14]
 
 
 def result_name(row) -> str:
@@ -176,19 +170,24 @@ def compare(
             "matched_scale": scale,
             "matched": None,
             "matched_system": None,
+            "matched_accelerator": None,
             "best_per_accelerator": None,
             "best_per_accelerator_system": None,
             "scaling_efficiency": None,
             "scaling_from": None,
             "scaling_to": None,
             "speedup_best": None,
+            "speedup_best_unlike": None,
             "speedup_matched": None,
+            "speedup_matched_unlike": None,
+            "speedup_like": None,
         }
         if scale is not None:
             m = d[d["accelerators"] == scale]
             if not m.empty:
                 mb = _best(m, metric)
                 row["matched"], row["matched_system"] = float(mb[metric]), mb["system"]
+                row["matched_accelerator"] = mb["accelerator"]
         am = d[d["accelerators"].notna()]
         if not am.empty:
             n = am["accelerators"].astype(float)
@@ -201,9 +200,17 @@ def compare(
             if by == "time":
                 _scaling(row, am, metric)
         if prev is not None:
-            row["speedup_best"] = prev["best"] / row["best"]
+            was, now = (
+                _kind(prev["best_accelerator"], prev["best_accelerators"]),
+                _kind(best["accelerator"], best["accelerators"]),
+            )
+            row["speedup_best"], row["speedup_best_unlike"] = _speedup(prev["best"], row["best"], was, now)
             if prev["matched"] and row["matched"]:
-                row["speedup_matched"] = prev["matched"] / row["matched"]
+                was, now = _kind(prev["matched_accelerator"], scale), _kind(row["matched_accelerator"], scale)
+                row["speedup_matched"], row["speedup_matched_unlike"] = _speedup(
+                    prev["matched"], row["matched"], was, now
+                )
+            row["speedup_like"] = _like(sel[sel["round"] == prev["round"]], d, metric)
         out.append(row)
         prev = row
     return {
@@ -215,6 +222,38 @@ def compare(
         "rounds": out,
         "duplicates": dups,
     }
+
+
+def _kind(accelerator, n) -> tuple:
+    """What a speedup must hold equal: the accelerator (short name: 'H100' whatever the JSON's
+    spelling) and the accelerator count."""
+    return (short_accelerator(accelerator), _int(n))
+
+
+def _speedup(was: float, now: float, kind_was: tuple, kind_now: tuple) -> tuple:
+    """(was / now, None) for results alike, else (None, 'N ACC vs N ACC') naming both."""
+    if kind_was == kind_now:
+        return was / now, None
+    return None, f"{kind_was[1] or '?'} {kind_was[0]} vs {kind_now[1] or '?'} {kind_now[0]}"
+
+
+def _like(before, now, metric: str) -> dict | None:
+    """The speedup at the (accelerator, count) present in both rounds where this round is
+    fastest: {speedup, accelerator, accelerators}, or None when the rounds share none."""
+    if before.empty or now.empty:
+        return None
+
+    def bests(d):
+        d = d[d["accelerators"].notna()]
+        keys = [_kind(a, n) for a, n in zip(d["accelerator"], d["accelerators"])]
+        return d.assign(_k=keys).groupby("_k")[metric].min()
+
+    was, is_ = bests(before), bests(now)
+    common = [k for k in is_.index if k in was.index]
+    if not common:
+        return None
+    k = min(common, key=lambda k: is_[k])
+    return {"speedup": float(was[k] / is_[k]), "accelerator": k[0], "accelerators": k[1]}
 
 
 def _scaling(row: dict, am, metric: str) -> None:
