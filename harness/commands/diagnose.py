@@ -31,9 +31,11 @@ from harness.core.errors import OK
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def diagnose(target, db, accelerators, accelerator, as_json):
-    """Apply the troubleshooting table to one run: unstable speed (network), data-wait share
-    (data loading), non-converging loss (learning rate), out of memory (batch/parallelism),
-    evaluation overhead, and throughput per accelerator against the best published result.
+    """Apply the troubleshooting table to one run: unstable speed (network; the host for a run of
+    one process, which has no collectives), data-wait share (data loading), non-converging loss
+    (learning rate), out of memory (batch/parallelism), evaluation over 15 % of the time to train,
+    and throughput per accelerator against the best published result. A host busier than its
+    cores during the run (host_load.json) is said as a note.
 
     RUN_DIR is results/runs/<bench>/<system>/<id> (log + timings.jsonl + output); a LOG may be the
     run's mlperf.log, a claimed result_<i>.txt or any published MLPerf log (its block/eval

@@ -6,6 +6,8 @@
     checkpoints/       step_<N>/ folders (checkpoint_manifest.py)
     resume.json        one record per `mlperf run --resume` (newest last)
     ranks.json         where each rank ran: rank, local rank, node id, hostname (rank 0, at start)
+    host_load.json     the host's load average and core count at the start and end of the run
+                       (rank 0; `mlperf diagnose` says when other work shared the host)
     job.sbatch, slurm_job_id, exit_code   Slurm runs: the allocation's script, its job id, and
                        the run's exit code as the job script recorded it
     stdout.log, stderr.log, prepare.log   the processes' output
@@ -25,6 +27,7 @@ TIMINGS_FILE = "timings.jsonl"
 CHECKPOINT_DIR = "checkpoints"
 RESUME_FILE = "resume.json"
 RANKS_FILE = "ranks.json"
+HOST_LOAD_FILE = "host_load.json"
 EXIT_CODE_FILE = "exit_code"
 OUTPUT_FILES = ("stdout.log", "stderr.log", "prepare.log")
 

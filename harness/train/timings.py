@@ -21,7 +21,17 @@ import resource
 import time
 from pathlib import Path
 
-from harness.core.runfolder import TIMINGS_FILE
+from harness.core.files import atomic_write
+from harness.core.runfolder import HOST_LOAD_FILE, TIMINGS_FILE
+
+
+def _load_now() -> dict:
+    """The host's 1/5/15-minute load averages (one syscall; None where the OS has none)."""
+    try:
+        load = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        load = None
+    return {"time": round(time.time(), 3), "load_avg": load}
 
 
 class Timings:
@@ -33,6 +43,12 @@ class Timings:
         self._check_tail = bool(rt.plan.resume_from)  # a resume appends to a killed attempt's rows
         if self._path is not None and not rt.plan.resume_from:
             self._path.write_bytes(b"")
+        # host_load.json: the load beside the run, so `mlperf diagnose` can tell a host shared with
+        # other work from slow code. Written at start (a killed run keeps it) and again at close.
+        self._host = None
+        if self._path is not None:
+            self._host = {"cores": os.cpu_count(), "start": _load_now()}
+            self._write_host()
 
     def row(self, step: int, step_time_s: float, data_wait_s: float, samples: int, loss: float | None = None):
         """Record optimizer step `step` (1-based count of steps done) that took `step_time_s`,
@@ -85,8 +101,15 @@ class Timings:
         finally:
             os.close(fd)
 
+    def _write_host(self) -> None:
+        assert self._path is not None and self._host is not None
+        atomic_write(self._path.with_name(HOST_LOAD_FILE), json.dumps(self._host) + "\n")
+
     def close(self) -> None:
         self.flush()
+        if self._path is not None and self._host is not None:
+            self._host["end"] = _load_now()
+            self._write_host()
         self._path = None
 
     def __enter__(self) -> Timings:

@@ -33,9 +33,19 @@ def _make_run(
     status="success",
     sets=(),
     seed=1,
+    nproc=None,
 ):
+    if nproc:  # GBS 16 over DP 2: MBS 8
+        sets = (*sets, "micro_batch_size=8")
     plan = runner.make_plans(
-        benchmarks.get("gpt3"), "cpu-local", "tiny", runs=1, seed=7, results_dir=tmp_path, sets=sets
+        benchmarks.get("gpt3"),
+        "cpu-local",
+        "tiny",
+        runs=1,
+        seed=7,
+        results_dir=tmp_path,
+        sets=sets,
+        nproc_per_node=nproc,
     )[0]
     rd = tmp_path / "run"
     rng = random.Random(seed)
@@ -91,18 +101,41 @@ def test_healthy_run_is_quiet(tmp_path):
 
 
 def test_periodic_stalls_mean_network_congestion(tmp_path):
-    rd = _make_run(tmp_path, stall_every=8, stall_s=0.4)
+    rd = _make_run(tmp_path, stall_every=8, stall_s=0.4, nproc=2)  # two ranks: collectives ran
     (f,) = diagnose(rd).findings
     assert f.id == "unstable_speed" and "NCCL" in " ".join(f.remedy)
     assert f.evidence["stall_every_steps"] == 8 and f.evidence["stalls"] >= 9
     assert f.evidence["time_lost_share"] > 0.3
 
 
+def test_one_process_stalls_are_not_the_network_and_a_busy_host_is_said(tmp_path):
+    """Issue 47: a one-process CPU run slowed by other work was blamed on network congestion.
+    One process runs no collective: the cause is the host; its load average (host_load.json,
+    written by harness/train/timings.py) is said as evidence when it exceeds the cores."""
+    rd = _make_run(tmp_path, stall_every=8, stall_s=0.4)  # cpu-local tiny: world size 1
+    (rd / "host_load.json").write_text(
+        json.dumps({"cores": 2, "start": {"load_avg": [5.3, 4.0, 2.0]}, "end": {"load_avg": [4.1, 4.2, 3.0]}})
+    )
+    rep = diagnose(rd)
+    (f,) = rep.findings
+    assert f.id == "unstable_speed" and f.evidence["processes"] == 1
+    text = " ".join([f.cause, f.summary, *f.remedy])
+    assert "network" not in f.cause.replace("not the network", "") and "NCCL" not in text
+    assert "other work on the host" in f.cause
+    busy = "the host was busy: load average 5.3 on 2 cores"
+    assert busy in f.summary and any(n.startswith(busy) for n in rep.notes)
+    assert rep.to_dict()["host"] == {"cores": 2, "load_1m_start": 5.3, "load_1m_end": 4.1}
+    # an idle host (load at most the cores) is not called busy
+    (rd / "host_load.json").write_text(json.dumps({"cores": 2, "start": {"load_avg": [1.9, 1, 1]}}))
+    rep = diagnose(rd)
+    assert not any("busy" in n for n in rep.notes) and "busy" not in rep.findings[0].summary
+
+
 def test_the_period_survives_stalls_of_another_cause(tmp_path):
     """A busy host adds stalls off the period (the diagnose integration test's toy, 40 steps beside
     two CPU hogs, reported no period): each breaks two gaps, not the lattice of every 8th step.
     Fails with the period taken from regular gaps alone."""
-    rd = _make_run(tmp_path, stall_every=8, stall_s=0.4, extra_stalls=(13, 29, 51))
+    rd = _make_run(tmp_path, stall_every=8, stall_s=0.4, extra_stalls=(13, 29, 51), nproc=2)
     (f,) = diagnose(rd).findings
     assert f.evidence["stall_every_steps"] == 8 and f.evidence["stalls"] >= 12
 
@@ -142,7 +175,7 @@ def test_out_of_memory_suggests_concrete_settings(tmp_path):
 
 
 def test_cli_json_and_text(tmp_path):
-    rd = _make_run(tmp_path, stall_every=8, stall_s=0.4)
+    rd = _make_run(tmp_path, stall_every=8, stall_s=0.4, nproc=2)
     r = subprocess.run(
         [sys.executable, "-m", "harness.cli", "diagnose", str(rd), "--json"], capture_output=True, text=True
     )
@@ -189,3 +222,20 @@ def test_edited_timings_rows_are_skipped_not_crashed_on(tmp_path):
     p.write_text("".join(_json.dumps(r) + "\n" for r in good[:2] + bad + good[2:] + diverged))
     rows = read_timings(p)
     assert rows[:3] == good and [r["step"] for r in rows[3:]] == [9, 10]  # a diverging run's loss stays
+
+
+def test_every_run_records_the_load_beside_it(tmp_path):
+    """harness/train/timings.py (rank 0 of every loop) writes host_load.json at the start and the
+    end of the run; diagnose reads both back."""
+    from types import SimpleNamespace
+
+    from harness.review.diagnose import host
+    from harness.train.timings import Timings
+
+    plan = SimpleNamespace(run_dir=str(tmp_path), resume_from=None)
+    t = Timings(SimpleNamespace(plan=plan, is_rank0=True))
+    doc = json.loads((tmp_path / "host_load.json").read_text())
+    assert doc["cores"] >= 1 and len(doc["start"]["load_avg"]) == 3 and "end" not in doc
+    t.close()
+    got = host.load(tmp_path)
+    assert got is not None and set(got) == {"cores", "load_1m_start", "load_1m_end"}

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.review.diagnose import detectors, energy, inputs, published
+from harness.review.diagnose import detectors, energy, host, inputs, published
 from harness.review.diagnose.detectors import Finding
 
 SCHEMA_VERSION = 1
@@ -31,6 +31,8 @@ class Report:
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     profile: dict = field(default_factory=dict)
+    host: dict | None = None
+    """The load average beside the run and the host's cores (host_load.json), where recorded."""
 
     def to_dict(self) -> dict:
         return {
@@ -44,6 +46,7 @@ class Report:
             "healthy": not self.findings,
             "findings": [f.to_dict() for f in self.findings],
             "profile": self.profile,
+            "host": self.host,
             "notes": self.notes,
         }
 
@@ -58,6 +61,8 @@ def diagnose(
     for det in (published.eval_overhead(run, prof), published.slow_vs_published(run, prof, db)):
         if det is not None:
             findings.append(det)
+    if busy := host.busy(run.host):  # evidence about the host, not a finding against the code
+        run.notes.append(busy)
     measured = energy.profile(run)  # power mode: energy per sample
     if measured is not None:
         prof.update(measured[0])
@@ -76,6 +81,7 @@ def diagnose(
         findings=findings,
         notes=run.notes,
         profile=prof,
+        host=run.host,
     )
 
 

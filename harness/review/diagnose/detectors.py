@@ -5,6 +5,7 @@ quiet: a symptom must cost a sizeable share of the time, not one slow step.
 | symptom                                       | likely cause        | remedy                          |
 |-----------------------------------------------|---------------------|---------------------------------|
 | step time varies a lot, periodic stalls       | network congestion  | check NCCL P2P / topology       |
+|   ... in a one-process run (no collectives)   | the host, its I/O   | idle host, local disk           |
 | accelerator idle, high data-wait share        | data loading        | more workers, larger prefetch   |
 | loss diverges / eval flat or getting worse    | learning rate       | `mlperf lr-find`                |
 | out of memory                                 | batch / parallelism | GA (smaller MBS, same GBS), TP/PP|
@@ -20,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 
 import benchmarks
 from harness.core.errors import ConfigError
+from harness.review.diagnose import host
 from harness.review.diagnose.inputs import RunData
 
 WARMUP_STEPS = 3  # first steps (graph capture, allocator, caches) are never representative
@@ -94,15 +96,31 @@ def unstable_speed(run: RunData) -> Finding | None:
     if period:
         ev["stall_every_steps"] = period
     when = f", every ~{period} steps" if period else ""
+    summary = (
+        f"{len(stalls)} stalls > {STALL_FACTOR:g}x the median step ({med * 1e3:.1f} ms){when}; "
+        f"step-time CV {cv:.2f}; {share:.0%} of the time lost"
+    )
+    if run.processes is not None:
+        ev["processes"] = run.processes
+    if run.host:
+        ev.update(run.host)
+    if busy := host.busy(run.host):  # evidence beside the cause, on either path below
+        summary += f"; {busy}"
+    if run.processes == 1:  # no collective ran: the network cannot have stalled it
+        return Finding(
+            id="unstable_speed",
+            symptom="unstable training speed",
+            cause=host.ONE_PROCESS_CAUSE,
+            evidence=ev,
+            summary=summary,
+            remedy=list(host.ONE_PROCESS_REMEDY),
+        )
     return Finding(
         id="unstable_speed",
         symptom="unstable training speed",
         cause="network congestion (collectives waiting on a slow or shared link)",
         evidence=ev,
-        summary=(
-            f"{len(stalls)} stalls > {STALL_FACTOR:g}x the median step ({med * 1e3:.1f} ms){when}; "
-            f"step-time CV {cv:.2f}; {share:.0%} of the time lost"
-        ),
+        summary=summary,
         remedy=[
             "check NCCL P2P and the topology: `nvidia-smi topo -m` (GPUs of one TP group on NVLink), "
             "`NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH` (P2P/NVLS and IB transports in use, not SHM/socket)",

@@ -19,6 +19,7 @@ from harness.core.files import open_input, refuse_special
 from harness.core.mllog_reader import read_events
 from harness.core.runfolder import OUTPUT_FILES, read_timings
 from harness.core.tree import load_system
+from harness.review.diagnose import host
 
 
 @dataclass
@@ -36,6 +37,10 @@ class RunData:
     """Accelerators the run used: the system JSON of a submission tree, the plan, or --accelerators."""
     accelerator: str | None = None
     """Accelerator model: the system JSON's accelerator_model_name, or --accelerator."""
+    processes: int | None = None
+    """Processes that trained (diagnose/host.py): 1 means no collectives; None: unknown."""
+    host: dict | None = None
+    """The load average beside the run (host_load.json; diagnose/host.py), None where not recorded."""
 
     def first(self, key: str, default=None):
         for e in self.events:
@@ -166,6 +171,8 @@ def load(target: str | Path, accelerators: int | None = None, accelerator: str |
     _accelerators(data, data.log_path)
     data.accelerators = accelerators or data.accelerators
     data.accelerator = accelerator or data.accelerator
+    data.processes = host.processes(run_dir, data.plan, data.accelerators)
+    data.host = host.load(run_dir)
     timings = run_dir / "timings.jsonl" if run_dir is not None else None
     if not data.events and not data.timings:
         read = [str(x) for x in (data.log_path, timings) if x is not None and x.is_file()]

@@ -10,7 +10,8 @@ profile(): from the MLLOG events between run_start and run_stop
   figure `results ingest` stores per result (`progress_per_s`), so the two compare one to one.
 
 Detectors (each a Finding or None):
-- eval_overhead: evaluation takes >= EVAL_SHARE of the time to train (full-size logs);
+- eval_overhead: evaluation takes > EVAL_SHARE of the time to train (full-size logs; a tiny
+  run's share above it is a note: tiny runs evaluate a tiny model often by design);
 - slow_vs_published: progress per second per accelerator < SLOW_RATIO x the best published result
   of the benchmark (any of its names) on the same accelerator model, from an ingested database.
 """
@@ -22,7 +23,11 @@ import statistics
 from harness.review.diagnose.detectors import Finding, _r
 from harness.review.diagnose.inputs import RunData
 
-EVAL_SHARE = 0.25
+# Evaluation above 15 % of run_start..run_stop is named. Why 15 %: the best published results
+# spend 2-11 % there (tests/data rounds: llama31_405b 2 %, llama31_8b 2 %, rgat 8 %, llama2_70b_lora
+# 11 %, the evaluation the rules prescribe), so above 15 % is evaluation slower or more frequent
+# than a good submission needs; the 25 % this was before let a run at 24 % pass (issue 47).
+EVAL_SHARE = 0.15
 SLOW_RATIO = 0.5
 _PROGRESS = ("samples_count", "epoch_num")
 
@@ -81,6 +86,7 @@ def profile(run: RunData) -> dict:
         out["median_eval_s"] = _r(statistics.median(evals))
         if end is not None and end > t0:
             out["eval_share"] = round(sum(evals) / ((end - t0) / 1000), 4)
+            out["eval_total_s"] = _r(sum(evals))
     acc = [(e["time_ms"], _progress(e.get("metadata"))) for e in ev if e["key"] == "eval_accuracy"]
     acc = [(t, p) for t, p in acc if p]
     if acc:
@@ -113,16 +119,29 @@ def profile(run: RunData) -> dict:
 
 def eval_overhead(run: RunData, prof: dict) -> Finding | None:
     share = prof.get("eval_share")
-    # tiny runs evaluate a tiny model often by design: their eval share says nothing about speed
-    if share is None or share < EVAL_SHARE or run.first("harness_size") == "tiny":
+    if share is None or share <= EVAL_SHARE:
         return None
-    ev = {k: prof[k] for k in ("evals", "median_eval_s", "eval_share", "time_to_train_min") if k in prof}
+    said = (
+        f"{prof['evals']} evaluations take {prof['eval_total_s']:g} s of the {prof['time_to_train_min'] * 60:.4g} s "
+        f"from run_start to run_stop ({share:.0%}, above {EVAL_SHARE:.0%})"
+    )
+    if run.first("harness_size") == "tiny":
+        # tiny runs evaluate a tiny model often by design: said, but not a finding about speed
+        run.notes.append(f"{said}: tiny size evaluates often by design; at full size this is a finding")
+        return None
+    ev = {
+        k: prof[k]
+        for k in ("evals", "median_eval_s", "eval_total_s", "eval_share", "time_to_train_min")
+        if k in prof
+    }
+    ev["run_s"] = _r(prof["time_to_train_min"] * 60)
+    ev["threshold_share"] = EVAL_SHARE
     return Finding(
         id="eval_overhead",
         symptom="evaluation takes a large share of the time to train",
         cause="evaluation is slow or too frequent for this scale",
         evidence=ev,
-        summary=f"{prof['evals']} evaluations take {share:.0%} of the time to train (median {prof['median_eval_s']} s)",
+        summary=f"{said}; median evaluation {prof['median_eval_s']} s",
         remedy=[
             "evaluate on every accelerator (distributed evaluation) and overlap it with training where the rules allow",
             "keep the evaluation interval the rules prescribe: more frequent evaluations than required only cost time",
