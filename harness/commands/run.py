@@ -29,6 +29,7 @@ SCHEMA_VERSION = 1
 @opt.data_dir
 @opt.sets
 @opt.nproc_per_node
+@opt.nodes
 @opt.launcher
 @click.option(
     "--apply-tuning", is_flag=True, help="Run the system's node tuning commands in the job prologue."
@@ -50,6 +51,11 @@ SCHEMA_VERSION = 1
     help="Continue an interrupted run (results/runs/<bench>/<system>/<id>) from its last good "
     "checkpoint; same plan, same log, same result number.",
 )
+@click.option(
+    "--allow-extra-runs",
+    is_flag=True,
+    help="Claim runs into a result folder that already holds the runs a result needs (refused otherwise).",
+)
 @opt.as_json
 def run(
     benchmark,
@@ -63,11 +69,13 @@ def run(
     data_dir,
     sets,
     nproc_per_node,
+    nodes,
     launcher,
     apply_tuning,
     dry_run,
     build,
     as_json,
+    allow_extra_runs=False,
     resume_dir=None,
 ):
     """Run BENCHMARK's reference implementation on a system and write MLPerf logs into RESULTS_DIR
@@ -96,6 +104,7 @@ def run(
             results_dir=results_dir,
             sets=sets,
             nproc_per_node=nproc_per_node,
+            nodes=nodes,
             data_dir=data_dir,
             launcher=launcher,
             ruleset=ruleset,
@@ -116,7 +125,13 @@ def run(
 
     try:
         progress = Progress(len(resolved.plans), quiet=as_json)
-        results = ex.execute(resolved, Path(results_dir), progress, apply_tuning=apply_tuning)
+        results = ex.execute(
+            resolved,
+            Path(results_dir),
+            progress,
+            apply_tuning=apply_tuning,
+            allow_extra_runs=allow_extra_runs,
+        )
     except KeyboardInterrupt:
         raise Interrupted("interrupted: running runs were stopped and logged as aborted") from None
     score = _score(resolved, results)
@@ -154,6 +169,7 @@ _PLAN_OPTIONS = (
     "data_dir",
     "sets",
     "nproc_per_node",
+    "nodes",
 )
 
 

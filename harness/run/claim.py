@@ -15,8 +15,26 @@ import json
 import os
 from pathlib import Path
 
+from harness.core.errors import ConfigError
 from harness.core.files import atomic_write
 from harness.core.tree import existing_results, system_json
+
+ALLOW_FLAG = "--allow-extra-runs"
+
+
+def refuse_full_folder(folder: Path, need: int, adding: int, allow: bool) -> None:
+    """A result is `need` runs (runs_per_result); a folder that would hold more is no submission
+    (the checker counts the files) and an eleventh run written silently looks like a result.
+    Refuse, before anything is written, when the `adding` new runs would take the folder past
+    `need`, unless `allow` (--allow-extra-runs)."""
+    held = existing_results(folder)
+    if allow or adding <= 0 or len(held) + adding <= need:
+        return
+    raise ConfigError(
+        f"{folder} already holds {len(held)} result file(s) of the {need} a result needs; {adding} more "
+        f"run(s) would make {len(held) + adding}: pass {ALLOW_FLAG} to add them anyway, or start a fresh "
+        "result with --results-dir <another tree> (or move that folder away)"
+    )
 
 
 def write_system_json(results_root: Path, org: str, system: str, official: dict) -> Path:

@@ -179,8 +179,14 @@ def prepare(bench: Benchmark, plans: list[RunPlan], system) -> None:
 
 
 def execute(
-    resolved: Resolved, results_dir: Path, progress: Reporter | None = None, apply_tuning: bool = False
+    resolved: Resolved,
+    results_dir: Path,
+    progress: Reporter | None = None,
+    apply_tuning: bool = False,
+    allow_extra_runs: bool = False,
 ) -> list[RunResult]:
+    """`allow_extra_runs` (`mlperf run --allow-extra-runs`): claim runs past the benchmark's
+    runs_per_result into a folder that already holds them."""
     plans = resolved.plans
     if plans[0].size == "full" and plans[0].device == "cpu":
         raise ConfigError(
@@ -192,6 +198,7 @@ def execute(
     switches.require_libraries(resolved.benchmark, plans[0].config)
     results_dir = Path(results_dir)
     _refuse_other_rounds(plans[0], results_dir)
+    _refuse_full_folder(resolved, results_dir, allow_extra_runs)
     write_plans(plans)
     claim.write_system_json(
         results_dir, resolved.system.submitter, resolved.system.name, resolved.system.export_official()
@@ -235,6 +242,16 @@ def _refuse_other_rounds(plan, results_dir: Path) -> None:
                 f"({', '.join(names)}), this run's is {mine}: one submission folder is one round's runs "
                 f"at one size; pass {fix.format(v) + ', or ' if fix else ''}--results-dir with another tree"
             )
+
+
+def _refuse_full_folder(resolved: Resolved, results_dir: Path, allow: bool) -> None:
+    """Where a run picks its result_<i>.txt (claim.claim_result): count what the folder holds
+    first. A resumed run that takes over its claimed number adds no file."""
+    sub = resolved.plans[0].submission
+    folder = tree.result_dir(results_dir, sub.org, sub.system, resolved.plans[0].submission_benchmark)
+    adding = sum(1 for p in resolved.plans if resume.replaces_result(p) is None)
+    need = resolved.benchmark.rules.runs_per_result
+    claim.refuse_full_folder(folder, need, adding, allow)
 
 
 def _sigterm_as_interrupt():
