@@ -21,4 +21,6 @@ DATA = DataManifest(fields=("dataset_dir", "model_dir"), tiny_fields=(
 ))
 # fmt: on
 
-BENCHMARK = Benchmark.here(__file__, Llama2LoraConfig, COST, implementation(_IMPL, DATA))
+BENCHMARK = Benchmark.here(
+    __file__, Llama2LoraConfig, COST, implementation(_IMPL, DATA, lr_find="lr_find:lr_find")
+)

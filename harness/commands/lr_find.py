@@ -10,11 +10,28 @@ from harness.commands import options as opt
 from harness.core.errors import OK
 
 
-@click.command("lr-find")
+class _Command(click.Command):
+    """`--help` ends with the benchmarks that have an LR range test, read from the registry (so the
+    list cannot drift from what `mlperf lr-find` runs; the registry is torch-free)."""
+
+    def format_epilog(self, ctx, formatter):
+        from harness.run.lr_find import supported
+
+        formatter.write_paragraph()
+        formatter.write_text(f"Benchmarks with an LR range test: {', '.join(supported())}.")
+
+
+@click.command("lr-find", cls=_Command)
 @click.argument("benchmark")
 @opt.system
 @opt.size
-@click.option("--steps", default=300, show_default=True, help="Steps of the exponential sweep.")
+@click.option(
+    "--steps",
+    type=int,
+    default=None,
+    help="Steps of the exponential sweep (default: the benchmark's own length, from 100 to 300; "
+    "the result reports the steps run).",
+)
 @click.option("--min-lr", default=1e-5, show_default=True, type=float)
 @click.option("--max-lr", default=1.0, show_default=True, type=float)
 @click.option("--seed", default=0, show_default=True, type=int)
@@ -49,7 +66,7 @@ def lr_find(
     no_plot,
     as_json,
 ):
-    """Sweep the learning rate exponentially from --min-lr to --max-lr over --steps steps (from the
+    """Sweep BENCHMARK's learning rate exponentially from --min-lr to --max-lr over --steps steps (from the
     run's starting checkpoint), smooth the loss, plot loss vs LR and suggest a peak LR (half the
     LR at the smoothed minimum; see harness/run/lr_find.py). Use it with
     `mlperf run BENCH --set opt_base_learning_rate=LR`."""

@@ -3,8 +3,10 @@
     res = lr_find.run("gpt3", "cpu-local")       # resolve, prepare, launch the sweep, analyse
     res.suggested_lr, res.png
 
-The benchmark's `reference_impls/<name>/lr_find.py` runs an exponential LR sweep (a few hundred
-steps from the run's starting checkpoint, the run's own data order and layout) and reports the loss
+The benchmark's `impl.lr_find` (`supported()`: gpt3's and llama31_8b's in megatron_gpt, llama2's
+LoRA) runs the exponential LR sweep of harness/train/lr_sweep.py with its own training step (its
+default length, 100-300 steps, from the run's starting checkpoint, the run's own data order and
+layout) and reports the loss
 of every step; here the loss is smoothed (bias-corrected exponential moving average), the sweep is
 cut where it diverges, and the suggested peak LR is half the LR at the minimum of the smoothed loss
 (the steepest-descent LR is reported too). Why half, not fastai's tenth: the peak of a
@@ -58,6 +60,18 @@ class LrFindResult:
 
 
 MAX_STEPS = 100_000  # a sweep is a few hundred steps; more is a typo (it would run for days)
+
+
+def supported() -> list[str]:
+    """The registered benchmarks that have an LR range test (`impl.lr_find`)."""
+    return [b.name for b in benchmarks.registered() if b.impl is not None and b.impl.lr_find is not None]
+
+
+def refuse_unsupported(bench: Benchmark) -> None:
+    if bench.impl is None or bench.impl.lr_find is None:
+        raise ConfigError(
+            f"{bench.name} has no LR range test; `mlperf lr-find` runs {', '.join(supported())}"
+        )
 
 
 def smooth(losses: list[float | None], beta: float = BETA) -> list[float | None]:
@@ -147,7 +161,7 @@ class _Monitor:
 def run(
     bench: Benchmark,
     system: str,
-    steps: int = 300,
+    steps: int | None = None,
     min_lr: float = 1e-5,
     max_lr: float = 1.0,
     out_dir: str | Path | None = None,
@@ -161,7 +175,9 @@ def run(
     from harness.resolve.runplans import runnable
     from harness.run import execute, launch
 
-    if not 10 <= steps <= MAX_STEPS:
+    refuse_unsupported(bench)  # first: the one line names the benchmarks that have it
+    # steps None: the benchmark's own sweep length (its lr_find's STEPS), reported back in the raw file
+    if steps is not None and not 10 <= steps <= MAX_STEPS:
         raise ConfigError(
             f"--steps {steps}: an LR range test takes 10 to {MAX_STEPS:,} steps (a few hundred is usual)"
         )
@@ -169,9 +185,6 @@ def run(
     if not (math.isfinite(min_lr) and math.isfinite(max_lr) and 0 < min_lr < max_lr):
         raise ConfigError(f"--min-lr {min_lr} / --max-lr {max_lr}: need finite 0 < min < max")
     impl = runnable(bench)
-    if impl.lr_find is None:
-        have = [b.name for b in benchmarks.registered() if b.impl and b.impl.lr_find]
-        raise ConfigError(f"{bench.name} has no LR range test; `mlperf lr-find` runs {', '.join(have)}")
     r = execute.resolve(bench, system, runs=1, seed=seed, results_dir=results_dir, **resolve_kw)
     plan = r.plans[0]
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -210,7 +223,8 @@ def run(
         suggested_lr=suggested,
         configured_lr=raw.get("configured_lr"),
     )
-    if len(lrs) < steps:
+    steps = raw.get("steps", steps)
+    if steps is not None and len(lrs) < steps:
         res.notes.append(f"stopped after {len(lrs)} of {steps} steps: the loss diverged at lr {lrs[-1]:.3g}")
     elif lr_min is not None and lr_min >= lrs[-1] * 0.9:
         res.notes.append("the loss was still falling at --max-lr: rerun with a larger --max-lr")
