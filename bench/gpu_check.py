@@ -37,32 +37,25 @@ layers 16 s, steps 20 s, then the tests and tiny runs side by side (the longest 
 | 4. tests + tiny runs, 6 processes at a time | 200 | 14 runs + the gpu tests (4 base + 10 switch runs; 5 switches refused at once: gpt3 fp8 and cuda_graphs for TE, tp_comm_overlap and both CPs for the one-GPU layout): the SD `cuda_graphs` lane ~210 s (prepare ~30 + start 15 + compile ~90 + train/eval ~75) bounds it; the other 14 jobs, ~700 s of work (Job.expected_s; gpu tests ~60 s), fill 5 lanes in ~140 s |
 | total | ~290 | under the 360 s budget; at the budget the runs still going are stopped (as `mlperf run` stops them) and reported failed |
 
-Where: any CUDA host after the README's GPU install line, or as it is on the device machine this
-workplace sometimes lends (one H200; Python 3.12, torch 2.11 + CUDA 13, no network; no megatron-core,
-mlperf-logging, diffusers, pydantic, torchao or Transformer Engine) with these wheels carried: 15.3
-MiB of the 64 MiB that may travel (diffusers 6.1, torchao 3.1, megatron-core 2.3, pydantic-core 2.2); torch is never reinstalled; Transformer Engine has no wheel
-that fits, so its rows say `skipped` and FP8 GPT-3 is measured through `_scaled_mm`. Once, here:
+Where: any CUDA host after the GPU install line of docs/install-gpu.md, or a host without network
+whose image lacks this project's pure-Python dependencies (megatron-core, mlperf-logging, diffusers,
+pydantic, torchao): download these wheels elsewhere (15.3 MiB; bench/gpu_rehearse.sh downloads the
+same list, its TRAVEL, and prints the size), copy them over, install them beside the host's torch,
+never reinstalling it. Transformer Engine has no wheel that installs this way, so its rows say
+`skipped` and FP8 GPT-3 is measured through `_scaled_mm`:
 
-    echo /.whl/ >> .git/info/exclude
     python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
       --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
       --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .whl \
       megatron-core==0.19.2 mlperf-logging==4.1.68 diffusers==0.42.1 importlib-metadata==8.7.0 \
       pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 \
       typing-extensions==4.16.0 peft==0.21.2 torchao==0.17.0
-
-(bench/gpu_rehearse.sh downloads the same list, its TRAVEL, and prints the size),
-
-then one device call with carry [".whl"] and timeout_s 420 (bench/gpu_rehearse.sh rehearses exactly
-this on CPU, in a venv of that machine's versions):
-
+    # on the GPU host (docs/gpu-acceptance.md; bench/gpu_rehearse.sh rehearses it on a CPU):
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-      --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit; \
-      PYTHONUNBUFFERED=1 python3 bench/gpu_check.py --out $OUT --budget-s 360
+      --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site && python3 bench/gpu_check.py --out DIR
 
-The machine's start (1-2 min) plus at most 420 s leaves about 6 of the 15 minutes of device time:
-room to rerun what failed at once on the still-warm machine (`--only` those parts, `--budget-s 240`,
-timeout_s 300), not to start a fresh machine and repeat everything.
+A run cut short keeps what finished (the JSON is written after every check): rerun only what
+failed with `--only` those parts and a smaller `--budget-s`, not everything.
 
 The CPU smoke test (tests/unit/test_gpu_check.py) runs `--device cpu --smoke`: toy sizes, every
 command built and one dry run; its figures are not GPU figures (the JSON says `smoke: true`).
@@ -149,7 +142,7 @@ def main(argv=None) -> int:
     try:
         import torch
     except ImportError:
-        print("error: PyTorch is not installed; see the README's GPU install line", file=sys.stderr)
+        print("error: PyTorch is not installed; see docs/install-gpu.md", file=sys.stderr)
         return USAGE
     if args.device == "cuda" and not torch.cuda.is_available():
         print(

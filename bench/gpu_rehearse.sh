@@ -1,18 +1,17 @@
 #!/usr/bin/env bash
-# Rehearse the GPU check on CPU, in the check machine's package set (not part of CI).
+# Rehearse the GPU check on CPU, in the package set of the H200 host it first ran on (not part of CI).
 #
 #   bash bench/gpu_rehearse.sh [--venv-only]     # from the repo root; log it: > /tmp/rehearse.log 2>&1
 #
 # 1. builds (or reuses) a Python 3.12 venv outside the repo, $REHEARSE_VENV (default
-#    /tmp/rehearse-venv), with the versions the one-H200 check machine holds. Source: the
-#    workplace's device notes (KINDS.md: "pip list, as a session saw it", 2026-11, and its list of
-#    packages in the 'cuda' image). Versions not given there take the newest release (scipy: the
-#    issue says 1.18). torch 2.11.0 from PyPI is the CUDA build (several GB): that is expected; it
+#    /tmp/rehearse-venv), with the versions of the one-H200 host the GPU script first ran on
+#    (its `pip list`, 2026-11; docs/gpu-acceptance.md). Versions not recorded there take the newest
+#    release (scipy 1.18). torch 2.11.0 from PyPI is the CUDA build (several GB): that is expected; it
 #    runs on CPU all the same. About 5 GB on disk.
 # 2. downloads into .whl/ the wheels that must travel to that machine (what it lacks: megatron-core,
-#    mlperf-logging, diffusers, pydantic and its deps, torchao, ...), with the README's command,
-#    and prints their size (the budget is 20 MiB of the 64 MiB a device call may carry);
-# 3. installs them exactly as the device command does (pip --no-index --no-deps --target, then
+#    mlperf-logging, diffusers, pydantic and its deps, torchao, ...), with bench/gpu_check.py's
+#    command, and prints their size (kept under 20 MiB: a small copy to an offline host);
+# 3. installs them exactly as docs/gpu-acceptance.md does on the GPU host (pip --no-index --no-deps --target, then
 #    PYTHONPATH), so a wheel that is missing or clashes with the image shows here;
 # 4. runs there the GPU check's CPU smoke (--device cpu --smoke) and every tiny size through
 #    `mlperf run BENCH --system cpu-local --runs 1`, then `mlperf check` of each log.
@@ -26,7 +25,7 @@ WORK=${REHEARSE_WORK:-/tmp/rehearse-work}
 PY312=${PY312:-$(command -v python3.12 || true)}
 [ -n "$PY312" ] && "$PY312" --version >/dev/null 2>&1 || PY312=$(ls /root/.pyenv/versions/3.12*/bin/python3.12 2>/dev/null | tail -1)
 
-# The check machine's versions (KINDS.md). torch's own deps (triton 3.6.0, nvidia-*) follow torch.
+# The check machine's versions (its pip list). torch's own deps (triton 3.6.0, nvidia-*) follow torch.
 MACHINE=(
   torch==2.11.0 torchvision==0.26.0 transformers==5.17.0 tokenizers==0.23.2 huggingface_hub==1.33.0
   safetensors==0.8.0 accelerate==1.15.0 torch-geometric==2.8.0.post1 numpy==2.5.2 torchmetrics==1.9.0
@@ -101,11 +100,11 @@ rm -rf .whl && mkdir -p .whl
 ls -l .whl | awk 'NR>1 {printf "  %8.2f MiB  %s\n", $5/2^20, $9}'
 du -cb .whl/*.whl | awk 'END {printf "  %8.2f MiB  in all (budget 20 MiB)\n", $1/2^20; if ($1 > 20*2^20) exit 1}'
 
-step "install as the device command does (--no-index --no-deps --target $SITE)"
+step "install as docs/gpu-acceptance.md does (--no-index --no-deps --target $SITE)"
 rm -rf "$SITE"
 "$VENV/bin/python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target "$SITE" .whl/*.whl
-export PYTHONPATH=$SITE  # as the device command; bench/gpu/runs.py adds the repo for its children
+export PYTHONPATH=$SITE  # as on the GPU host; bench/gpu/runs.py adds the repo for its children
 PY="$VENV/bin/python"
 "$PY" -c 'import megatron.core, mlperf_logging, diffusers, pydantic, torchao, harness; print("  imports ok; harness from", harness.__file__)'
 "$PY" -m pip check 2>&1 | sed 's/^/  pip check: /' || true

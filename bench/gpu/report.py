@@ -60,7 +60,7 @@ class Report(BaseModel):
 
 def tail(text: str, n: int = 40) -> str:
     """The last n lines (at most 6,000 characters): what a failed check keeps of its output or
-    traceback, since the lent machine's scratch folder is gone when the call returns and one line
+    traceback, since a GPU host's scratch folder may be gone when the report is read and one line
     rarely says why."""
     return "\n".join((text or "").rstrip().splitlines()[-n:])[-6000:]
 

@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _env() -> dict:
-    """The repo importable in every child (the lent GPU machine runs it without `pip install -e`)."""
+    """The repo importable in every child (an offline GPU host runs it without `pip install -e`)."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     return env

@@ -102,6 +102,4 @@ def require_libraries(bench: Benchmark, config: dict) -> None:
         for lib, sets in missing.items()
     )
     undo = " ".join(f"--set {n}={_show(off)}" for sets in missing.values() for n, off in sets)
-    raise ConfigError(
-        f"{need}, which is not installed here; install it (README: Installing on GPU hosts) or {undo}"
-    )
+    raise ConfigError(f"{need}, which is not installed here; install it (docs/install-gpu.md) or {undo}")

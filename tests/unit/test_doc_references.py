@@ -16,7 +16,12 @@ MODULE_RE = re.compile(r"(?<![\w./-])((?:harness|benchmarks|reference_impls)(?:\
 
 
 def sources() -> list[Path]:
-    files = [REPO / "NOTES.md", REPO / "README.md", *REPO.glob("*/**/README.md")]
+    files = [
+        REPO / "NOTES.md",
+        REPO / "README.md",
+        *REPO.glob("*/**/README.md"),
+        *sorted((REPO / "docs").glob("*.md")),
+    ]
     for root in ROOTS[:-1] + ("systems",):
         files += sorted((REPO / root).rglob("*.py"))
     skip = {REPO / "tests" / "unit" / "test_layers.py"}  # builds a made-up tree out of path strings
@@ -53,3 +58,42 @@ def test_every_referenced_path_and_module_exists():
             if not exists(m.group(1)):
                 missing.append(f"{f.relative_to(REPO)}: {m.group(1)}")
     assert missing == []
+
+
+LINK_RE = re.compile(r"\]\(([^)\s]+)\)")  # [text](target) and ![alt](image)
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation but '-' and '_' dropped, spaces -> '-'."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _anchors(md: Path) -> set[str]:
+    return {_slug(line.lstrip("#")) for line in md.read_text().splitlines() if line.startswith("#")}
+
+
+def markdown_docs() -> list[Path]:
+    return [REPO / "README.md", REPO / "NOTES.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+def test_every_markdown_link_resolves():
+    """A link in the README, NOTES.md or docs/ that names a missing file or a missing heading fails
+    (a page moved or a heading renamed); web links are not fetched."""
+    broken = []
+    for md in markdown_docs():
+        for target in LINK_RE.findall(md.read_text()):
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            path, _, anchor = target.partition("#")
+            dest = (md.parent / path).resolve() if path else md
+            if not dest.exists():
+                broken.append(f"{md.relative_to(REPO)}: {target} (no such file)")
+            elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+                broken.append(f"{md.relative_to(REPO)}: {target} (no such heading)")
+    assert broken == []
+
+
+def test_the_readme_is_read_in_ten_minutes():
+    """The README stays an overview (issue 47: <= 2,000 words); details go to docs/, one topic a page."""
+    words = len((REPO / "README.md").read_text().split())
+    assert words <= 2000, f"README.md has {words} words: move detail to docs/"

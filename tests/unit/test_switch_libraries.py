@@ -39,7 +39,7 @@ def test_run_refuses_a_switch_whose_library_is_missing_before_writing_anything(
     assert rc == 2 and out == ""
     assert err.splitlines() == [
         "error: fp8=true, tp_comm_overlap=true need transformer_engine, which is not installed here; "
-        "install it (README: Installing on GPU hosts) or --set fp8=false --set tp_comm_overlap=false"
+        "install it (docs/install-gpu.md) or --set fp8=false --set tp_comm_overlap=false"
     ]
     assert not results.exists()  # no plan, no system JSON, no prepared data: nothing was launched
 
