@@ -196,14 +196,8 @@ def systems_validate(file):
     return OK
 
 
-@systems.command("doc")
-@click.option("-o", "--output", type=opt.OUT_FILE, help="Write here (atomically) instead of stdout.")
-def systems_doc(output):
-    """The descriptor reference (docs/systems.md), rendered from the model: a minimal example and
-    every field with its type, unit, default and meaning."""
-    from harness.resolve import systems_doc as doc
-
-    text = doc.markdown()
+def _emit(text: str, output: str | None) -> int:
+    """`text` to stdout, or atomically to `output` with one line saying so."""
     if output:
         from harness.core.files import atomic_write
 
@@ -212,6 +206,16 @@ def systems_doc(output):
     else:
         click.echo(text, nl=False)
     return OK
+
+
+@systems.command("doc")
+@click.option("-o", "--output", type=opt.OUT_FILE, help="Write here (atomically) instead of stdout.")
+def systems_doc(output):
+    """The descriptor reference (docs/systems.md), rendered from the model: a minimal example and
+    every field with its type, unit, default and meaning."""
+    from harness.resolve import systems_doc as doc
+
+    return _emit(doc.markdown(), output)
 
 
 @systems.command("export")
@@ -221,12 +225,4 @@ def systems_export(name, output):
     """Write the official MLPerf system-description JSON for NAME."""
     from harness.resolve import systems as sysmod
 
-    text = json.dumps(sysmod.load(name).export_official(), indent=4) + "\n"
-    if output:
-        from harness.core.files import atomic_write
-
-        atomic_write(Path(output), text)
-        click.echo(f"wrote {output}", err=True)
-    else:
-        click.echo(text, nl=False)
-    return OK
+    return _emit(json.dumps(sysmod.load(name).export_official(), indent=4) + "\n", output)
