@@ -116,4 +116,4 @@ def not_run(name: str) -> str | None:
 
 def unknown(name: str, table: dict[str, str]) -> str:
     key = str(name).strip().lower()
-    return f"unknown benchmark '{name}'{suggest(key, table)}; known: {', '.join(available())}"
+    return f"unknown benchmark '{name}'{suggest(key, table, table)}; known: {', '.join(available())}"

@@ -56,7 +56,14 @@ class Interrupted(HarnessError):
     exit_code = INTERRUPTED
 
 
-def suggest(name: str, choices: Iterable[str]) -> str:
-    """' (did you mean X?)' when a close match exists, else ''."""
-    close = difflib.get_close_matches(str(name), list(choices), n=1, cutoff=0.6)
-    return f" (did you mean '{close[0]}'?)" if close else ""
+def suggest(name: str, choices: Iterable[str], canonical: dict[str, str] | None = None) -> str:
+    """' (did you mean X?)' when a close match exists, else ''. `canonical` maps a choice (an
+    alias) to the name to show, so three spellings of one benchmark are named once."""
+    choices = list(choices)
+    key = str(name).lower()
+    # A prefix of several names ('llama3' of llama31_8b, 'llama' of both llamas) names them all:
+    # the closest by spelling alone ('llama2') may not be the one meant.
+    starts = [c for c in choices if len(key) >= 3 and c.lower().startswith(key)]
+    close = starts or difflib.get_close_matches(str(name), choices, n=1, cutoff=0.6)
+    shown = list(dict.fromkeys((canonical or {}).get(c, c) for c in close))[:3]
+    return f" (did you mean {' or '.join(repr(c) for c in shown)}?)" if shown else ""

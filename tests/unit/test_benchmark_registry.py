@@ -145,3 +145,19 @@ def test_the_scratch_registry_forgets_what_was_registered_in_it():
         with pytest.raises(ConfigError, match="registered already"):
             benchmarks.register(dataclasses.replace(benchmarks.get("gpt3")))
     assert benchmarks.available() == before
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [
+        ("llama3", "'llama31_8b'"),
+        ("llama", "'llama2_70b_lora' or 'llama31_8b'"),
+        ("lama2", "'llama2_70b_lora'"),
+    ],
+)
+def test_a_prefix_suggests_every_benchmark_it_starts_and_each_once(typed, meant):
+    """'llama3' is llama31_8b's prefix, not a misspelling of llama2 (the closest by spelling); its
+    three aliases (llama31_8b, llama31-8b, llama3.1-8b) are one benchmark, named once."""
+    with pytest.raises(ConfigError) as e:
+        benchmarks.get(typed)
+    assert f"(did you mean {meant}?)" in str(e.value)
