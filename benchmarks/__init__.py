@@ -27,7 +27,16 @@ from harness.core.errors import ConfigError, suggest
 
 ROOT = Path(__file__).resolve().parent
 
-BUILTIN = ("gpt3", "llama2_70b_lora", "gnn", "stable_diffusion", "llama31_8b", "flux1")
+BUILTIN = (
+    "gpt3",
+    "llama2_70b_lora",
+    "gnn",
+    "stable_diffusion",
+    "llama31_8b",
+    "flux1",
+    "gpt_oss_20b",
+    "deepseekv3_671b",
+)
 """The packages benchmarks/<name>/ whose BENCHMARK the registry holds, in the order listed."""
 
 _registry: dict[str, Benchmark] | None = None

@@ -74,6 +74,8 @@ class Workload:
     """Micro-batch sizes the 'model_parallel' search tries."""
     cp_choices: tuple[int, ...] = (1,)
     """Context-parallel sizes the 'model_parallel' search tries."""
+    moe: Moe | None = None
+    """Mixture-of-experts facts (None: a dense model)."""
     sequence_parallel: bool = False
     """The harness's config runs TP with sequence parallelism (collectives as all-gather /
     reduce-scatter); set by the planner from the config's `sequence_parallel`."""
@@ -112,10 +114,45 @@ class Workload:
         return self.cost.params_per_stage(self, tp, pp)
 
 
+@dataclass(frozen=True)
+class Moe:
+    """What the planner needs of a mixture-of-experts model beyond a dense one's facts."""
+
+    experts: int
+    """Routed experts per MoE layer."""
+    topk: int
+    """Routed experts each token goes to."""
+    moe_layers: int
+    """Layers with a MoE block."""
+    expert_params: float
+    """All routed experts' parameters (the part split over EP, whole on each rank: expert TP 1)."""
+    active_params: float
+    """Parameters one token passes through (FLOPs come from these)."""
+    ep_choices: tuple[int, ...] = (1,)
+    """EP degrees the 'model_parallel' search tries (divisors of `experts`)."""
+    expert_share: float = 0.0
+    """Share of the matmul FLOPs in the routed experts (they run at their own GEMM efficiency)."""
+
+    def expert_rows(self, tokens: float, ep: int) -> float:
+        """Rows of one local expert's GEMM per microbatch: the rank's tokens x top-k spread over
+        the experts, EP ranks' tokens meeting on each rank's E / EP experts."""
+        return tokens * self.topk * ep / self.experts
+
+    def expert_params_rank(self, pp: int, ep: int) -> float:
+        """Routed-expert parameters on one rank of the busiest stage (MoE layers split evenly over PP)."""
+        return self.expert_params / pp / ep
+
+    def a2a_bytes(self, tokens: float, hidden: int, layers: float, ep: int, elem: int = 2) -> float:
+        """Bytes one rank sends in the all-to-alls of one microbatch through `layers` MoE layers:
+        each of its `tokens` goes to topk experts and comes back (dispatch + combine) in forward
+        and again in backward (4 exchanges), the (EP-1)/EP of it leaving the rank."""
+        return 4 * layers * tokens * self.topk * hidden * elem * (ep - 1) / ep
+
+
 # ---- shared formulas ------------------------------------------------------------------------------
 def degrees(layout: Any) -> dict[str, int]:
-    """tp/pp/vp/cp/dp of anything with them (a harness Layout, a dict, None); a missing one is 1."""
-    keys = ("tp", "pp", "vp", "cp", "dp")
+    """tp/pp/vp/cp/dp/ep of anything with them (a harness Layout, a dict, None); a missing one is 1."""
+    keys = ("tp", "pp", "vp", "cp", "dp", "ep")
     if layout is None:
         return dict.fromkeys(keys, 1)
     get = layout.get if isinstance(layout, Mapping) else lambda k, d=1: getattr(layout, k, d)

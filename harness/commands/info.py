@@ -47,7 +47,8 @@ def benchmarks_list(as_json):
         t.add_column(col)
     for d in defs:
         target = "; ".join(
-            f"{q.metric} {'<=' if q.direction == 'lower' else '>='} {q.full:g} / {q.tiny:g}"
+            f"{q.metric} {'<=' if q.direction == 'lower' else '>='} {q.full:g} / "
+            f"{f'{q.tiny:g}' if 'tiny' in d.sizes else '-'}"  # no tiny size: no tiny target
             for q in d.quality
         )
         rs, name, _how = for_run(d.name)

@@ -21,18 +21,22 @@ def render(plan, doc: dict, top: int) -> None:
         f"mlperf plan {plan.bench.name} on {doc['system']}: {hw['nodes']} x {hw['accelerators_per_node']} "
         f"{hw['accelerator']} ({hw['world']} accelerators, {hw['memory_gib']:.0f} GiB each)"
     )
-    cols = [Col("#", key=True)] + [Col(c) for c in ("TP", "PP", "VP", "CP", "DP", "MBS", "GA", "GBS")]
+    moe = any("ep" in o["layout"] for o in doc["options"])  # a mixture of experts: EP and its all-to-all
+    degrees = ("tp", "pp", "vp", "cp", *(("ep",) if moe else ()), "dp", "mbs", "ga", "gbs")
+    cols = [Col("#", key=True)] + [Col(c.upper()) for c in degrees]
     cols += [Col("recompute", left=True)]
-    cols += [Col(c) for c in ("mem GiB", "compute s", "TP/CP s", "bubble s", "DP exp. s", "other s")]
+    parts = ("compute", "tp", *(("ep_a2a",) if moe else ()), "pp_bubble", "dp_exposed")
+    heads = {"compute": "compute s", "tp": "TP/CP s", "ep_a2a": "EP a2a s", "pp_bubble": "bubble s"}
+    cols += [Col("mem GiB")] + [Col(heads.get(p, "DP exp. s")) for p in parts] + [Col("other s")]
     cols += [Col(c) for c in ("eval s", "step s", "samples", "minutes", "80 % range")]
     rows = []
     for i, o in enumerate(doc["options"], 1):
         lay, b = o["layout"], o["step_breakdown_s"]
         rows.append(
             [str(i)]
-            + [str(lay[k]) for k in ("tp", "pp", "vp", "cp", "dp", "mbs", "ga", "gbs")]
+            + [str(lay[k]) for k in degrees]
             + [lay["recompute"], f"{o['memory_total_gib']:.1f}"]
-            + [f"{b[k]:.3f}" for k in ("compute", "tp", "pp_bubble", "dp_exposed")]
+            + [f"{b[k]:.3f}" for k in parts]
             + [
                 f"{b['overhead'] + b.get('gather', 0.0) + b.get('fsdp', 0.0):.3f}",
                 f"{b['eval']:.3f}",
@@ -44,7 +48,7 @@ def render(plan, doc: dict, top: int) -> None:
         )
     tables.show(console, title, cols, rows, note="layout")
     console.print(
-        "per step: compute, TP/CP collectives, pipeline bubble + sends, exposed DP traffic, other "
+        f"per step: compute, TP/CP collectives, {'EP all-to-all, ' if moe else ''}pipeline bubble + sends, exposed DP traffic, other "
         "(fixed overheads; + FSDP gathers; + input gathering where the benchmark has it), evaluation; samples to converge "
         "from the RCPs (tiny: data/tiny.yaml or your calibration); `--explain` shows every term",
         markup=False,

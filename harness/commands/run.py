@@ -85,6 +85,7 @@ def run(
     from harness.run import execute as ex
 
     bench = benchmarks.get(benchmark)  # the one lookup: the object travels down
+    ex.runnable(bench)  # a benchmark without an implementation: its one line before any other check
     if build and not dry_run:
         raise ConfigError("--build goes with --dry-run (it builds the model shards and runs nothing)")
     if resume_dir:

@@ -7,6 +7,11 @@
 E.g. gpt3 on 64 DGX H100 (NVIDIA v4.0): world 512, TP 4, PP 8, CP 1 -> DP 16; GBS 2304, MBS 2
 -> GA = 2304 / (16 x 2) = 72 microbatches per step; with VP 4 the 96 layers make 8 x 4 = 32
 chunks of 3 layers.
+
+Expert parallelism (mixture-of-experts models) does not add to the world: the routed experts split
+over EP ranks carved out of the attention ranks, so EP must divide TP x CP x DP / expert TP (expert
+TP is 1 here: each expert whole on one rank). E.g. DeepSeek-V3 on 256 GPUs at TP 1 PP 4: DP 64,
+EP 64 -> 4 of the 256 experts per rank.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ DEGREES = {
     "pp": "pipeline_model_parallel_size",
     "vp": "virtual_pipeline_model_parallel_size",
     "cp": "context_parallel_size",
+    "ep": "expert_model_parallel_size",
 }
 
 
@@ -31,6 +37,9 @@ class Layout(Strict):
     vp: int
     cp: int
     dp: int
+    ep: int = 1
+    """Expert parallelism (1: no experts, or all on every rank); a default, so plan.json files
+    written before it still load."""
     micro_batch_size: int
     global_batch_size: int
     grad_accum: int
@@ -39,7 +48,8 @@ class Layout(Strict):
     def describe(self) -> str:
         return (
             f"{self.nodes} node(s) x {self.procs_per_node} = {self.world_size} ranks: "
-            f"TP {self.tp} x PP {self.pp} (VP {self.vp}) x CP {self.cp} x DP {self.dp}; "
+            f"TP {self.tp} x PP {self.pp} (VP {self.vp}) x CP {self.cp} x DP {self.dp}"
+            f"{f' (EP {self.ep})' if self.ep > 1 else ''}; "
             f"GBS {self.global_batch_size} = DP {self.dp} x MBS {self.micro_batch_size} x GA {self.grad_accum}"
         )
 
@@ -55,7 +65,8 @@ def derive(
     """Check the degrees in `cfg` against the world and batch; raise ConfigError naming numbers."""
     tp, pp = cfg.tensor_model_parallel_size, cfg.pipeline_model_parallel_size
     vp, cp = cfg.virtual_pipeline_model_parallel_size, cfg.context_parallel_size
-    for short, value in (("tp", tp), ("pp", pp), ("vp", vp), ("cp", cp)):
+    ep = getattr(cfg, "expert_model_parallel_size", 1)  # only mixture-of-experts configs have it
+    for short, value in (("tp", tp), ("pp", pp), ("vp", vp), ("cp", cp), ("ep", ep)):
         if value > 1 and short not in supports:
             # The config's refused Switch for this degree, where it has one, says why.
             sw = getattr(cfg, "SWITCHES", {}).get(DEGREES[short])
@@ -90,6 +101,11 @@ def derive(
             f"layout: global_batch_size {gbs} is not a multiple of DP {dp} x micro_batch_size {mbs} "
             f"= {dp * mbs}; pick GBS as a multiple of {dp * mbs}"
         )
+    if (tp * cp * dp) % ep:  # expert TP 1: EP groups are carved out of TP x CP x DP
+        raise ConfigError(
+            f"layout: EP {ep} does not divide TP {tp} x CP {cp} x DP {dp} = {tp * cp * dp} "
+            f"(expert tensor parallelism 1); choose EP dividing {tp * cp * dp}"
+        )
     ga = gbs // (dp * mbs)
     if pp > 1 and vp > 1 and ga % pp:
         raise ConfigError(
@@ -104,6 +120,7 @@ def derive(
         vp=vp,
         cp=cp,
         dp=dp,
+        ep=ep,
         micro_batch_size=mbs,
         global_batch_size=gbs,
         grad_accum=ga,

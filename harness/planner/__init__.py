@@ -111,6 +111,7 @@ def price_run(
         fallback=best_config,
         ruleset=ruleset,
         round_name=round_name,
+        implemented=False,  # pricing needs the cost model, not the training code
     )
     rp = r.plans[0]
     cfg = bench.typed(rp.config)

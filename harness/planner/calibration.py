@@ -79,7 +79,7 @@ def for_prediction(bench: str, hw: Hardware, stack: S.Stack, k: dict | None = No
     if unfitted:
         notes.append(
             f"no published {bench} results fitted: its {', '.join(unfitted)} are the planner's "
-            f"default priors (data/priors.yaml), not fitted"
+            f"default priors (data/priors.yaml), not fitted: its predictions are unvalidated"
         )
     return k, notes
 

@@ -60,6 +60,17 @@ def terms(plan: Plan) -> list[dict]:
                 "value": b["tp"],
             }
         )
+        if "ep_a2a" in b and w.moe is not None:
+            link = "NVLink" if c.ep <= hw.domain else "the NIC"
+            out.append(
+                {
+                    "term": "ep_a2a",
+                    "formula": f"GA {ga} x 4 all-to-alls x {w.moe.moe_layers} MoE layers / PP {c.pp} of tokens x "
+                    f"top-{w.moe.topk} x hidden {w.hidden} x 2 B x (EP {c.ep} - 1) / EP over {link} "
+                    f"(EP {c.ep} vs domain {hw.domain}) x coll_eff {k['coll_eff']}, not overlapped",
+                    "value": b["ep_a2a"],
+                }
+            )
         out.append(
             {
                 "term": "pp_bubble",

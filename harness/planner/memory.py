@@ -31,6 +31,8 @@ class Candidate:
     pp: int = 1
     vp: int = 1
     cp: int = 1
+    ep: int = 1
+    """Expert parallelism: the routed experts over EP ranks carved out of TP x CP x DP."""
     mbs: int = 1
     gbs: int = 1
     recompute: str = "none"
@@ -53,7 +55,7 @@ class Candidate:
         return self.gbs // (self.dp(world) * self.mbs)
 
     def key(self) -> tuple:
-        return (self.tp, self.pp, self.vp, self.cp, self.mbs, self.gbs, self.recompute)
+        return (self.tp, self.pp, self.vp, self.cp, self.ep, self.mbs, self.gbs, self.recompute)
 
 
 def in_flight_layer_microbatches(w: Workload, c: Candidate, ga: int) -> float:
@@ -85,6 +87,8 @@ def harness_config(w: Workload, c: Candidate):
         "context_parallel_size": c.cp,
         "micro_batch_size": c.mbs,
     }
+    if w.moe is not None:
+        over["expert_model_parallel_size"] = c.ep
     over.update(w.cost.harness_overrides(w, c))
     return _Overlay(w.cfg, **over)
 
@@ -92,7 +96,7 @@ def harness_config(w: Workload, c: Candidate):
 def _model_bytes(w: Workload, c: Candidate, world: int, device: str) -> dict:
     dp = c.dp(world)
     if c.impl == "harness":
-        lay = {"tp": c.tp, "pp": c.pp, "vp": c.vp, "cp": c.cp, "dp": dp}
+        lay = {"tp": c.tp, "pp": c.pp, "vp": c.vp, "cp": c.cp, "dp": dp, "ep": c.ep}
         out = dict(w.cost.rank_bytes(harness_config(w, c), lay, device))
         out.pop("parameters_rank", None)
         return out
@@ -106,6 +110,12 @@ def _model_bytes(w: Workload, c: Candidate, world: int, device: str) -> dict:
         "gradients": trainable * (2 if c.distributed_optimizer else 4),
         "optimizer": trainable * 12 / shard,
     }
+    if w.moe is not None:  # routed experts: E / EP whole experts per rank, state over TP x CP x DP / EP
+        experts = w.moe.expert_params_rank(c.pp, c.ep)
+        out["weights"] += experts * 2
+        out["gradients"] += experts * (2 if c.distributed_optimizer else 4)
+        eshard = c.tp * c.cp * dp // c.ep if c.distributed_optimizer else 1
+        out["optimizer"] += experts * 12 / max(1, eshard)
     if c.fsdp:  # ZeRO-3: a 1/(DP x CP) shard, plus the running and the prefetched layer in full
         out["weights"] = stage * 2 / (dp * c.cp)
         out["fsdp_gathered"] = 2 * (w.params / w.layers) * 2 / c.tp
@@ -175,4 +185,4 @@ def memory_key(w: Workload, c: Candidate, world: int) -> tuple:
         flight = min(ga, c.pp)
     else:
         flight = min(ga * c.vp, 2 * (c.pp - 1) + (c.vp - 1) * c.pp + 1)
-    return (c.tp, c.pp, c.vp, c.cp, c.mbs, flight)
+    return (c.tp, c.pp, c.vp, c.cp, c.ep, c.mbs, flight)

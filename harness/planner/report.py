@@ -15,7 +15,7 @@ def distinct(plan: Plan, top: int) -> list[Option]:
     seen, out = set(), []
     for o in plan.options:
         c = o.candidate
-        key = (c.tp, c.pp, c.vp, c.cp, c.mbs)
+        key = (c.tp, c.pp, c.vp, c.cp, c.ep, c.mbs)
         if key not in seen:
             seen.add(key)
             out.append(o)
@@ -35,6 +35,7 @@ def option_json(o: Option, plan: Plan, reasons: list[str] | None = None) -> dict
             "pp": c.pp,
             "vp": c.vp,
             "cp": c.cp,
+            **({"ep": c.ep} if w.moe is not None else {}),
             "dp": c.dp(hw.world),
             "mbs": c.mbs,
             "ga": c.ga(hw.world),

@@ -54,6 +54,8 @@ class Option:
                 virtual_pipeline_model_parallel_size=c.vp,
                 context_parallel_size=c.cp,
             )
+            if w.moe is not None:
+                out["expert_model_parallel_size"] = c.ep
         if self.lr is not None:
             out["opt_base_learning_rate"] = self.lr
         return out
@@ -143,6 +145,8 @@ def policy(w: Workload, hw, stack: S.Stack, k: dict, supports=None, fsdp=None, r
             **harness,
         )
     layouts = stack.layouts if supports is None else supports
+    if layouts is not None and w.moe is not None and supports is None:
+        layouts = (*layouts, "ep")  # every record MoE implementation splits its experts
     return Policy(
         impl="record",
         supports=tuple(w.supports if layouts is None else layouts),
@@ -185,10 +189,18 @@ def _model_parallel_candidates(w: Workload, hw, pol: Policy, gbs: int | None, ru
                     for v in ((1, 2, 3, 4, 6, 8, 12) if "vp" in allowed else (1,))
                     if w.layers % (pp * v) == 0 and (v == 1 or pp > 1)
                 ]:
-                    for mbs in w.mbs_choices:
-                        # interleaving needs GA divisible by PP: step GBS by DP x MBS x PP then
-                        for g in _gbs_values(dp * mbs * (pp if vp > 1 else 1), lo, hi, gbs):
-                            yield _candidate(pol, tp=tp, pp=pp, vp=vp, cp=cp, mbs=mbs, gbs=g)
+                    for ep in _ep_choices(w, pol, tp * cp * dp):
+                        for mbs in w.mbs_choices:
+                            # interleaving needs GA divisible by PP: step GBS by DP x MBS x PP then
+                            for g in _gbs_values(dp * mbs * (pp if vp > 1 else 1), lo, hi, gbs):
+                                yield _candidate(pol, tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, mbs=mbs, gbs=g)
+
+
+def _ep_choices(w: Workload, pol: Policy, attention_ranks: int) -> tuple[int, ...]:
+    """EP degrees for a MoE workload: those dividing the experts and TP x CP x DP (expert TP 1)."""
+    if w.moe is None or "ep" not in pol.supports:
+        return (1,)
+    return tuple(e for e in w.moe.ep_choices if attention_ranks % e == 0)
 
 
 def _dp_candidates(w: Workload, hw, pol: Policy, gbs: int | None, ruleset: str):
@@ -210,6 +222,7 @@ def _check(c: M.Candidate, w: Workload, hw, supports) -> None:
             pipeline_model_parallel_size=c.pp,
             virtual_pipeline_model_parallel_size=c.vp,
             context_parallel_size=c.cp,
+            expert_model_parallel_size=c.ep,
             global_batch_size=c.gbs,
             micro_batch_size=c.mbs,
         ),
@@ -312,7 +325,7 @@ def search_layouts(
     for c in gen:
         plan.considered += 1
         unit = c.dp(hw.world) * c.mbs  # derive's checks depend on the GBS only through these
-        ckey = (c.tp, c.pp, c.vp, c.cp, c.mbs, c.gbs % unit, (c.gbs // unit) % c.pp if c.vp > 1 else 0)
+        ckey = (c.tp, c.pp, c.vp, c.cp, c.ep, c.mbs, c.gbs % unit, (c.gbs // unit) % c.pp if c.vp > 1 else 0)
         if ckey not in checked:
             try:
                 _check(c, w, hw, pol.supports)
@@ -369,6 +382,7 @@ def price(
         pp=layout.pp,
         vp=layout.vp,
         cp=layout.cp,
+        ep=getattr(layout, "ep", 1),
         mbs=layout.micro_batch_size,
         gbs=layout.global_batch_size,
         recompute=recompute,

@@ -3,16 +3,22 @@
 
     compute   GBS x FLOPs/sample x (1 + recompute) / world / (rate x eff_mb); rate = bf16 peak x
               mfu[bench] x family[family] x stack_eff[stack][bench] (x fp8_speedup with FP8);
-              eff_mb = tokens / (tokens + tokens_half): small per-rank microbatches run GEMMs less well
+              eff_mb = tokens / (tokens + tokens_half): small per-rank microbatches run GEMMs less well;
+              a MoE model's routed experts (their FLOP share) at the rows each local expert sees,
+              tokens / TP x top-k x EP / experts
     tp        tensor-parallel collectives per layer and microbatch: with sequence parallelism 8
               all-gathers/reduce-scatters of tokens x hidden (bf16), else 4 all-reduces; over the
               scale-up fabric at coll_eff, exposed `tp_exposed` with GEMM overlap (userbuffers),
               `tp_exposed_no_overlap` without; + coll_latency_s per collective (gloo: large)
     cp        K/V ring exchange of context parallelism (ring attention), exposed like TP
+    ep        mixture of experts: the token all-to-alls (dispatch + combine, forward and backward)
+              of each MoE layer and microbatch, tokens x top-k x hidden (bf16) x (EP-1)/EP per rank,
+              over the scale-up fabric when the EP group fits the NVLink domain, else the NIC's
+              bandwidth, at coll_eff; exposed in full (`ep_exposed`, default 1: no overlap assumed)
     bubble    compute x (PP-1) / (GA x VP) (interleaved 1F1B, Narayanan et al. 2021) + the exposed
               stage-to-stage sends (2 x GA x VP per step)
     dp        gradient reduce-scatter + parameter all-gather (= all-reduce traffic) of the stage's
-              trainable parameters over DP: inside the scale-up domain at its bandwidth, else k x
+              trainable parameters over DP (a MoE model's routed experts over TP x CP x DP / EP): inside the scale-up domain at its bandwidth, else k x
               NIC bandwidth (k = DP members per domain); exposed beyond dp_overlap x compute
     fsdp      sharded weights (FSDP2 / ZeRO-3): two all-gathers of the stage's weights per
               microbatch (forward, and again in backward) + the gradients' reduce-scatter,
@@ -98,6 +104,18 @@ def _tp_per_mb(w, c, hw, k, layers: float, forward_only: bool = False) -> float:
     return t * exposed
 
 
+def _a2a_per_mb(w: Workload, c: Candidate, hw, k: dict) -> float:
+    """Exposed all-to-all seconds per microbatch on one stage (0 at EP 1: every expert local)."""
+    if w.moe is None or c.ep == 1:
+        return 0.0
+    # EP groups are EP consecutive ranks (expert TP 1): NVLink when they fit one domain
+    bw = (hw.intra_gbs if c.ep <= hw.domain else hw.inter_gbs) * 1e9 * k["coll_eff"]
+    tokens = c.mbs * w.seq / c.cp / (c.tp if w.sequence_parallel or c.impl == "record" else 1)
+    nbytes = w.moe.a2a_bytes(tokens, w.hidden, w.moe.moe_layers / c.pp, c.ep)
+    n = 4 * max(1, round(w.moe.moe_layers / c.pp))  # one collective per exchange and layer
+    return _coll(k, nbytes / n, bw, n) * k.get("ep_exposed", 1.0)
+
+
 def _model_parallel_step(w, c, hw, k):
     world = hw.world
     dp, ga = c.dp(world), c.ga(world)
@@ -105,6 +123,10 @@ def _model_parallel_step(w, c, hw, k):
     eff_mb = tokens / (tokens + k["tokens_half"])
     rate = compute_rate(w, c, hw, k)
     extra = w.recompute[c.recompute].extra_compute
+    if w.moe is not None:  # the routed experts' GEMMs see only their share of the tokens
+        rows = w.moe.expert_rows(tokens / c.tp, c.ep)
+        eff_exp = rows / (rows + k["tokens_half"])
+        eff_mb = 1 / ((1 - w.moe.expert_share) / eff_mb + w.moe.expert_share / eff_exp)
     compute = c.gbs * w.flops_per_sample * (1 + extra) / world / (rate * eff_mb)
     layers = w.layers / c.pp
     tp = ga * _tp_per_mb(w, c, hw, k, layers)
@@ -124,7 +146,16 @@ def _model_parallel_step(w, c, hw, k):
         group = dp * c.cp if c.fsdp else dp
         bw = _dp_bandwidth(hw, group, per_domain, k)
         dp_t = _coll(k, 2 * trainable * grad_b * (group - 1) / group, bw)
+    if w.moe is not None and c.tp * c.cp * dp > c.ep:
+        # the routed experts' gradients reduce over the expert-DP group (TP x CP x DP / EP ranks,
+        # expert TP 1): EP cuts both what each rank holds and what it sends
+        egroup = c.tp * c.cp * dp // c.ep
+        ebw = _dp_bandwidth(hw, egroup * c.ep, hw.domain, k)
+        experts = w.moe.expert_params_rank(c.pp, c.ep)
+        dp_t += _coll(k, 2 * experts * grad_b * (egroup - 1) / egroup, ebw)
     out = {"compute": compute, "tp": tp, "pp_bubble": bubble + p2p}
+    if w.moe is not None:
+        out["ep_a2a"] = ga * _a2a_per_mb(w, c, hw, k)
     hide = bench_value(k, "dp_overlap", w.name) * compute
     if c.fsdp and dp * c.cp > 1:
         group = dp * c.cp

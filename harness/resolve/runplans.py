@@ -91,7 +91,10 @@ def resolve_runs(
     ruleset: str | None = None,
     round_name: str | None = None,
     nodes: int | None = None,
+    implemented: bool = True,
 ) -> Resolved:
+    """`implemented=False` resolves a benchmark without an implementation too (`mlperf plan`
+    prices its layouts); `mlperf run` keeps the default, which refuses it in one line."""
     from benchmarks.tiny_rules import closed_values
 
     defn = bench.rules
@@ -140,15 +143,16 @@ def resolve_runs(
         spec.nodes,
         spec.accelerators_per_node,
         spec.domain_size,
-        num_layers=getattr(cfg, "num_layers", None),
+        # what PP x VP must split evenly: the layers, or a MoE config's pipeline units
+        num_layers=getattr(cfg, "pipeline_layers", None) or getattr(cfg, "num_layers", None),
         supports=type(cfg).SUPPORTS,
     )
     # Every switch is honoured here or refused with one line, on CPU and GPU systems alike.
     switches.check(bench, cfg, provenance, spec.name, spec.accelerator.kind, lay)
     # A switch whose library is absent here: noted now, refused by `mlperf run` before launch.
     notes += switches.library_notes(bench, cfg.model_dump())
-    impl = runnable(bench)
-    if spec.power is not None and not impl.power_extension:
+    impl = runnable(bench) if implemented else bench.impl
+    if spec.power is not None and impl is not None and not impl.power_extension:
         need_s = MIN_POWER_READINGS * spec.power.interval_s
         notes.append(
             f"power: {bench.name}'s loop ends at run_stop; a run shorter than {MIN_POWER_READINGS} readings "
@@ -206,11 +210,12 @@ def resolve_runs(
 
 
 def runnable(bench: benchmarks.Benchmark) -> Implementation:
-    """The benchmark's implementation, or the one line saying the harness does not run it."""
+    """The benchmark's implementation, or the one line saying the harness does not run it (yet)."""
     if bench.impl is None:
+        plan = f", `mlperf plan {bench.name}` prices its layouts" if bench.cost is not None else ""
         raise ConfigError(
-            f"{bench.name} has no implementation here: `mlperf check` and `mlperf results` read its "
-            f"logs; `mlperf run` runs {', '.join(benchmarks.runs())}"
+            f"{bench.name} has no implementation here: the harness does not run it yet; `mlperf check` "
+            f"and `mlperf results` read its logs{plan}; `mlperf run` runs {', '.join(benchmarks.runs())}"
         )
     return bench.impl
 
@@ -218,7 +223,7 @@ def runnable(bench: benchmarks.Benchmark) -> Implementation:
 def disclosure(cfg, lay: layout_mod.Layout, device: str, sources: list[str]) -> dict[str, str | int]:
     """The run-config keys ruleset 6.1.0 makes mandatory, from what the run really does: the
     precisions from the typed config's `precision` (the code's dtypes per switch), the layout's
-    degrees (expert parallelism 1: no benchmark here has experts), the micro batch size, and the
+    degrees (expert parallelism from the layout: 1 for a model without experts), the micro batch size, and the
     name of the most specific config file (the system's YAML, tiny.yaml, or the planner's proposal)."""
     prec = cfg.lowest_precision(device)
     last = sources[-1] if sources else "defaults"
@@ -233,7 +238,7 @@ def disclosure(cfg, lay: layout_mod.Layout, device: str, sources: list[str]) -> 
         "tensor_parallelism": lay.tp,
         "pipeline_parallelism": lay.pp,
         "context_parallelism": lay.cp,
-        "expert_parallelism": 1,
+        "expert_parallelism": lay.ep,
         "micro_batch_size": lay.micro_batch_size,
         "config_filename": name or "defaults",
     }

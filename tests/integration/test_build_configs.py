@@ -45,7 +45,9 @@ CLI_ONLY = {("gpt3", "dgx-h100x1452")}  # built by the CLI tests below
 def shipped() -> list[tuple[str, str, str]]:
     """(benchmark, system, size) of every shipped config: the full-size tuned ones and tiny."""
     out = []
-    for bench in benchmarks.available():
+    # benchmarks.runs(): those with an implementation to build (gpt_oss_20b and deepseekv3_671b ship
+    # configs the planner prices, and have none yet: docs/status.md says so)
+    for bench in benchmarks.runs():
         for f in sorted((REPO / "benchmarks" / bench / "configs").glob("*.yaml")):
             if f.stem == "tiny":
                 out.append((bench, "cpu-local", "tiny"))

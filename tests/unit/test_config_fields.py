@@ -230,8 +230,9 @@ MEGATRON_BUILT = ("build:model", "build:optim", "build:sched", "build:ddp", "bui
 
 
 def test_every_field_is_classified():
-    """A new config field must say how it is honoured (or refused) here."""
-    for bench in benchmarks.available():
+    """A new config field must say how it is honoured (or refused) here. Benchmarks without an
+    implementation have nothing to honour a field yet (their docstrings: test_moe_benchmarks.py)."""
+    for bench in benchmarks.runs():
         fields = set(benchmarks.get(bench).config.model_fields)
         table = set(FIELDS[bench])
         assert fields - table == set(), f"{bench}: unclassified config fields"

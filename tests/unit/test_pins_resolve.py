@@ -196,7 +196,10 @@ def test_a_benchmark_without_a_size_or_an_implementation_is_one_line():
         bench = benchmarks.register(dataclasses.replace(GPT3, name="noimpl", impl=None))
         from harness.resolve.runplans import resolve_runs
 
-        with pytest.raises(ConfigError, match=r"^noimpl has no implementation here: `mlperf check`"):
+        with pytest.raises(
+            ConfigError,
+            match=r"^noimpl has no implementation here: the harness does not run it yet; `mlperf check`",
+        ):
             resolve_runs(bench, "cpu-local", results_dir="/tmp/unused")
         with pytest.raises(ConfigError, match=r"^no tuned config for noimpl on dgx-h100x1 "):
             resolve_runs(bench, "dgx-h100x1", size="full", results_dir="/tmp/unused")

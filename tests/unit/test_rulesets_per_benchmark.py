@@ -81,6 +81,7 @@ def test_every_shipped_config_resolves_under_every_ruleset(bench, ruleset):
             seed=0,
             ruleset=ruleset,
             results_dir="/nonexistent",
+            implemented=False,  # a benchmark not run yet still has configs the rules judge
         )
         p = r.plans[0]
         assert (p.ruleset, p.submission_benchmark) == (ruleset, name)

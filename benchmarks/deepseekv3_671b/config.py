@@ -1,0 +1,164 @@
+"""Typed DeepSeek-V3 671B pretraining config (MLPerf Training v6.0-v6.1, `deepseekv3_671b`). Defaults
+are the model of the reference (mlcommons/training llm_moe_pretraining/nemo/, Megatron-Bridge): 61
+layers (3 dense, 58 MoE), hidden 7168, multi-latent attention (128 heads, q_lora 1536, kv_lora 512,
+qk 128 + rope 64, v 128), 256 routed experts of width 2048 top-8 + 1 shared expert, a sigmoid router
+with expert bias and group-limited routing (8 groups, top 4), one MTP layer. The run continues from
+a checkpoint (FROM_CHECKPOINT); no implementation yet (issue 45).
+
+Closed-rule arithmetic (closed_deepseekv3_671b.yaml; 6.1.0 adds the first eval's count):
+    GBS           >= 15,360 sequences of 4,096 tokens
+    base LR       = 2.4e-5 x sqrt(GBS / 16384)       e.g. GBS 15360 -> 2.3238e-5, 16384 -> 2.4e-5
+    warmup steps  = 4;  decay steps = 12,000 - warmup = 11,996 (max_steps 12,000: the schedule)
+    first eval    = GBS x floor(42 + 24576 / GBS) sequences (6.1.0)
+                                                      e.g. GBS 16384 -> 43 steps = 704,512
+    then          every ceil(eval_interval_samples / GBS) steps (default every step: the RCPs
+                  converge at consecutive multiples of the GBS after the first eval)
+These defaults follow the formulas; the package's CHECKs judge them (tests/unit/test_moe_benchmarks.py).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from benchmarks.megatron_moe import MegatronMoeConfig
+
+
+class DeepseekV3Config(MegatronMoeConfig):
+    # ---- model: DeepSeek-V3 -----------------------------------------------------------------------
+    num_layers: int = Field(61, ge=1)
+    """Transformer layers (the first moe_first_dense_layers dense, the rest MoE)."""
+    hidden_size: int = Field(7168, ge=8)
+    """Model width d."""
+    num_attention_heads: int = Field(128, ge=1)
+    """Attention heads of MLA."""
+    ffn_hidden_size: int = Field(18432, ge=8)
+    """SwiGLU width of the dense layers' MLP."""
+    multi_latent_attention: bool = True
+    """Multi-latent attention (megatron MLASelfAttention)."""
+    q_lora_rank: int = Field(1536, ge=0)
+    """Compressed query width."""
+    kv_lora_rank: int = Field(512, ge=0)
+    """Compressed key/value latent width."""
+    qk_head_dim: int = Field(128, ge=0)
+    """Per-head query/key width without the rotary part."""
+    qk_pos_emb_head_dim: int = Field(64, ge=0)
+    """Per-head rotary query/key width."""
+    v_head_dim: int = Field(128, ge=0)
+    """Per-head value width."""
+    num_moe_experts: int = Field(256, ge=1)
+    """Routed experts per MoE layer."""
+    moe_router_topk: int = Field(8, ge=1)
+    """Routed experts per token."""
+    moe_ffn_hidden_size: int = Field(2048, ge=1)
+    """Each routed expert's SwiGLU width."""
+    moe_shared_expert_intermediate_size: int = Field(2048, ge=0)
+    """The one shared expert's SwiGLU width."""
+    moe_router_score_function: Literal["softmax", "sigmoid"] = "sigmoid"
+    """Per-expert sigmoid scores."""
+    moe_router_enable_expert_bias: bool = True
+    """Aux-loss-free balancing bias (a buffer)."""
+    moe_router_num_groups: int = Field(8, ge=0)
+    """Expert groups of group-limited routing."""
+    moe_router_group_topk: int = Field(4, ge=0)
+    """Groups each token's experts come from."""
+    moe_first_dense_layers: int = Field(3, ge=0)
+    """Dense first layers."""
+    moe_aux_loss_coeff: float = Field(0.01, ge=0.0)
+    """Sequence-level auxiliary balance loss coefficient (logged; closed: 0.01)."""
+    mtp_num_layers: int = Field(1, ge=0)
+    """Multi-token-prediction layers (one)."""
+    pipeline_split_counts_embedding_and_loss: bool = True
+    """Stages balance 1 (embedding) + 61 layers + 1 (MTP) + 1 (loss) = 64 units: PP 4 x VP 4 splits
+    them into 16 chunks of 4, as the published layouts do."""
+    max_sequence_length: int = Field(4096, ge=8)
+    """Tokens per sequence (logged; 4096 in the closed division)."""
+    vocab_size: int = Field(129280, ge=8)
+    """DeepSeek-V3 tokenizer's vocabulary (untied input and output embeddings)."""
+    rotary_base: int = Field(10000, ge=1)
+    """RoPE base frequency theta (YaRN-extended in the original; the rope part only)."""
+    norm_epsilon: float = Field(1.0e-6, gt=0.0)
+    """RMSNorm epsilon."""
+
+    # ---- optimizer and schedule (log keys) -------------------------------------------------------
+    opt_name: Literal["adamw"] = "adamw"
+    """Logged `opt_name`."""
+    opt_base_learning_rate: float | None = Field(None, ge=0.0)  # pyrefly: ignore[bad-override]
+    """Peak LR; default (and closed rule) 2.4e-5 x sqrt(GBS / 16384)."""
+    opt_learning_rate_warmup_steps: int | None = Field(None, ge=0)
+    """Linear warmup steps; default (and closed rule) 4."""
+    opt_learning_rate_decay_steps: int | None = Field(None, ge=1)
+    """Cosine decay steps; default (and closed rule) max_steps - warmup = 11,996."""
+    max_steps: int = Field(12_000, ge=1)
+    """The LR schedule's length in steps, logged `max_steps`; not a stop."""
+    opt_adamw_beta_1: float = Field(0.9, ge=0.0, lt=1.0)
+    """AdamW beta 1 (fixed)."""
+    opt_adamw_beta_2: float = Field(0.95, ge=0.0, lt=1.0)
+    """AdamW beta 2 (fixed)."""
+    opt_adamw_epsilon: float = Field(1.0e-8, gt=0.0)
+    """AdamW epsilon (fixed)."""
+    opt_adamw_weight_decay: float = Field(0.1, ge=0.0)
+    """Decoupled weight decay (fixed)."""
+
+    # ---- data, evaluation, stopping --------------------------------------------------------------
+    eval_interval_samples: int = Field(1, ge=1)
+    """After the first eval, evaluate every ceil(eval_interval_samples / GBS) steps (1: every step)."""
+    eval_samples: int = Field(1024, ge=1)
+    """Logged `eval_samples`: validation sequences per evaluation (closed: 1,024)."""
+    train_samples_cap: int = Field(2_000_000, ge=1)
+    """Stop (aborted) after this many sequences (the RCPs converge at 691,200-866,304)."""
+
+    FROM_CHECKPOINT: ClassVar[bool] = True
+    LOGGED: ClassVar[tuple[str, ...]] = (
+        "max_sequence_length",
+        "opt_name",
+        "opt_base_learning_rate",
+        "opt_end_learning_rate",
+        "opt_learning_rate_warmup_steps",
+        "opt_learning_rate_decay_steps",
+        "opt_learning_rate_decay_schedule",
+        "opt_adamw_beta_1",
+        "opt_adamw_beta_2",
+        "opt_adamw_epsilon",
+        "opt_adamw_weight_decay",
+        "opt_gradient_clip_norm",
+        "moe_aux_loss_coeff",
+        "max_steps",
+    )
+
+    @model_validator(mode="after")
+    def _derive(self):
+        if self.opt_base_learning_rate is None:
+            lr = 2.4e-5 * math.sqrt(self.global_batch_size / 16384)
+            object.__setattr__(self, "opt_base_learning_rate", lr)
+        if self.opt_end_learning_rate is None:
+            assert self.opt_base_learning_rate is not None
+            object.__setattr__(self, "opt_end_learning_rate", self.opt_base_learning_rate * 0.1)
+        if self.opt_learning_rate_warmup_steps is None:
+            object.__setattr__(self, "opt_learning_rate_warmup_steps", 4)
+        if self.opt_learning_rate_decay_steps is None:
+            assert self.opt_learning_rate_warmup_steps is not None
+            decay = max(1, self.max_steps - self.opt_learning_rate_warmup_steps)
+            object.__setattr__(self, "opt_learning_rate_decay_steps", decay)
+        self._check_moe()
+        return self
+
+    def first_eval_samples(self) -> int:
+        """6.1.0's first evaluation point: GBS x floor(42 + 24576 / GBS) sequences."""
+        gbs = self.global_batch_size
+        return gbs * math.floor(42 + 24576 / gbs)
+
+    def adam(self) -> dict[str, float]:
+        return {
+            "adam_beta1": self.opt_adamw_beta_1,
+            "adam_beta2": self.opt_adamw_beta_2,
+            "adam_eps": self.opt_adamw_epsilon,
+            "weight_decay": self.opt_adamw_weight_decay,
+        }
+
+    def decay_end_step(self) -> int:
+        """Decay runs after the warmup for 12,000 - warmup steps, so it ends at max_steps."""
+        assert self.opt_learning_rate_warmup_steps is not None and self.opt_learning_rate_decay_steps
+        return self.opt_learning_rate_warmup_steps + self.opt_learning_rate_decay_steps

@@ -1,0 +1,128 @@
+"""Typed gpt-oss-20b pretraining config (MLPerf Training v6.0-v6.1, `gpt_oss_20b`). Defaults are the
+reference's model (mlcommons/training small_llm_moe_pretraining/primus/): 24 layers, hidden 2880,
+64 query / 8 KV heads of width 64, 32 experts top-4 with a softmax router, no shared expert, no aux
+loss, a 128-token sliding window on alternating layers, RoPE base 150000, the Llama 3.1 tokenizer.
+NVIDIA's variant (the original gpt-oss: attention sinks, linear biases) is `attention_sinks` and
+`add_bias_linear`; its clamped GLU and YaRN have no field (no implementation yet: issue 45).
+
+Closed-rule arithmetic (closed_gpt_oss_20b.yaml, 6.0.0 and 6.1.0; the same as llama31_8b's):
+    max_steps     = 1,200,000 (the LR schedule's length, logged)
+    decay steps   = max_steps - warmup steps       e.g. warmup 128 -> 1,199,872
+    warmup steps  = ceil(opt_learning_rate_warmup_samples / GBS)   tunable (RCPs: 2,048 at GBS 16,
+                    4,096 at 32, 12,288 at 64)     e.g. 4,096 at GBS 32 -> 128 steps
+    end LR        = 0.1 x base LR
+    eval interval = ceil(12288 / GBS) steps on 1,024 validation sequences (the RCPs converge at
+                    multiples of 12,288 sequences)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from benchmarks.megatron_moe import MegatronMoeConfig
+
+
+class GptOssConfig(MegatronMoeConfig):
+    # ---- model: gpt-oss-20b as the reference builds it ------------------------------------------
+    num_layers: int = Field(24, ge=1)
+    """Transformer layers, each with a MoE block."""
+    hidden_size: int = Field(2880, ge=8)
+    """Model width d."""
+    num_attention_heads: int = Field(64, ge=1)
+    """Query heads (width kv_channels = 64: 64 x 64 = 4,096 != hidden)."""
+    num_query_groups: int = Field(8, ge=1)
+    """Key/value heads (grouped-query attention: 8 query heads share one)."""
+    kv_channels: int | None = Field(64, ge=1)
+    """Head width."""
+    ffn_hidden_size: int = Field(2880, ge=8)
+    """Dense MLP width (unused: every layer is MoE; kept equal to the experts' width)."""
+    moe_ffn_hidden_size: int = Field(2880, ge=1)
+    """Each expert's SwiGLU width."""
+    num_moe_experts: int = Field(32, ge=1)
+    """Routed experts per layer."""
+    moe_router_topk: int = Field(4, ge=1)
+    """Experts per token."""
+    max_sequence_length: int = Field(8192, ge=8)
+    """Tokens per sequence (logged; 8192 in the closed division)."""
+    vocab_size: int = Field(128256, ge=8)
+    """Vocabulary of the Llama 3.1 tokenizer the reference uses (the original gpt-oss: 201,088)."""
+    rotary_base: int = Field(150000, ge=1)
+    """RoPE base frequency theta."""
+    window_size: int = Field(128, ge=0)
+    """Sliding window of the windowed layers, in tokens."""
+    window_attn_skip_freq: int = Field(2, ge=1)
+    """Windowed and full-attention layers alternate."""
+    norm_epsilon: float = Field(1.0e-5, gt=0.0)
+    """RMSNorm epsilon."""
+
+    # ---- optimizer and schedule (log keys) ------------------------------------------------------
+    opt_name: Literal["adamw"] = "adamw"
+    """Logged `opt_name`: megatron's Adam with decoupled weight decay."""
+    opt_base_learning_rate: float = Field(8.0e-4, ge=0.0)
+    """Peak LR (RCPs: 4e-4 at GBS 16, 8e-4 at 32, 1e-3 at 64)."""
+    opt_learning_rate_warmup_samples: int = Field(4096, ge=0)
+    """Warmup in sequences (the RCPs' unit); warmup steps = ceil(this / GBS) unless set."""
+    max_steps: int = Field(1_200_000, ge=1)
+    """The LR schedule's length in steps, logged `max_steps` (closed: 1,200,000); not a stop."""
+    opt_adamw_beta_1: float = Field(0.9, ge=0.0, lt=1.0)
+    """AdamW beta 1 (fixed)."""
+    opt_adamw_beta_2: float = Field(0.95, ge=0.0, lt=1.0)
+    """AdamW beta 2 (fixed)."""
+    opt_adamw_epsilon: float = Field(1.0e-5, gt=0.0)
+    """AdamW epsilon (fixed)."""
+    opt_adamw_weight_decay: float = Field(0.1, ge=0.0)
+    """Decoupled weight decay (fixed)."""
+
+    # ---- data, evaluation, stopping -------------------------------------------------------------
+    eval_interval_samples: int = Field(12288, ge=1)
+    """Evaluate every ceil(eval_interval_samples / GBS) steps."""
+    eval_samples: int = Field(1024, ge=1)
+    """Logged `eval_samples`: validation sequences per evaluation (closed: 1,024)."""
+    train_samples_cap: int = Field(10_000_000, ge=1)
+    """Stop (aborted) after this many training sequences (the RCPs converge at 184,320-331,776)."""
+
+    LOGGED: ClassVar[tuple[str, ...]] = (
+        "max_sequence_length",
+        "opt_name",
+        "opt_base_learning_rate",
+        "opt_end_learning_rate",
+        "opt_learning_rate_warmup_steps",
+        "opt_learning_rate_decay_steps",
+        "opt_learning_rate_decay_schedule",
+        "opt_adamw_beta_1",
+        "opt_adamw_beta_2",
+        "opt_adamw_epsilon",
+        "opt_adamw_weight_decay",
+        "opt_gradient_clip_norm",
+        "max_steps",
+    )
+
+    @model_validator(mode="after")
+    def _derive(self):
+        if self.opt_end_learning_rate is None:
+            object.__setattr__(self, "opt_end_learning_rate", self.opt_base_learning_rate * 0.1)
+        if self.opt_learning_rate_warmup_steps is None:
+            warmup = math.ceil(self.opt_learning_rate_warmup_samples / self.global_batch_size)
+            object.__setattr__(self, "opt_learning_rate_warmup_steps", warmup)
+        if self.opt_learning_rate_decay_steps is None:
+            assert self.opt_learning_rate_warmup_steps is not None
+            decay = max(1, self.max_steps - self.opt_learning_rate_warmup_steps)
+            object.__setattr__(self, "opt_learning_rate_decay_steps", decay)
+        self._check_moe()
+        return self
+
+    def adam(self) -> dict[str, float]:
+        return {
+            "adam_beta1": self.opt_adamw_beta_1,
+            "adam_beta2": self.opt_adamw_beta_2,
+            "adam_eps": self.opt_adamw_epsilon,
+            "weight_decay": self.opt_adamw_weight_decay,
+        }
+
+    def decay_end_step(self) -> int:
+        """Decay runs after the warmup (max_steps - warmup by the rules), so it ends at max_steps."""
+        assert self.opt_learning_rate_warmup_steps is not None and self.opt_learning_rate_decay_steps
+        return self.opt_learning_rate_warmup_steps + self.opt_learning_rate_decay_steps
