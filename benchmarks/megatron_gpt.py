@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from importlib.util import find_spec
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -194,3 +194,51 @@ class MegatronGptConfig(BenchmarkConfig):
         else:
             comm = "fp32"
         return {"linear": linear, "attn": attn, "comm": comm}
+
+
+# ---- the C4 pretraining rules' AdamW and schedule (llama31_8b, gpt_oss_20b, deepseekv3_671b) -------
+ADAMW_LOGGED: tuple[str, ...] = (
+    "max_sequence_length",
+    "opt_name",
+    "opt_base_learning_rate",
+    "opt_end_learning_rate",
+    "opt_learning_rate_warmup_steps",
+    "opt_learning_rate_decay_steps",
+    "opt_learning_rate_decay_schedule",
+    "opt_adamw_beta_1",
+    "opt_adamw_beta_2",
+    "opt_adamw_epsilon",
+    "opt_adamw_weight_decay",
+    "opt_gradient_clip_norm",
+    "max_steps",
+)
+"""The hyperparameters these benchmarks' closed rules log under their own names (LOGGED)."""
+
+
+def derive_schedule(cfg: Any, warmup_steps: int) -> None:
+    """Fill what the rules derive, where not set: end LR = 10 % of the base LR, the given warmup,
+    decay = max_steps - warmup (the cosine then ends at max_steps)."""
+    if cfg.opt_end_learning_rate is None:
+        object.__setattr__(cfg, "opt_end_learning_rate", cfg.opt_base_learning_rate * 0.1)
+    if cfg.opt_learning_rate_warmup_steps is None:
+        object.__setattr__(cfg, "opt_learning_rate_warmup_steps", warmup_steps)
+    if cfg.opt_learning_rate_decay_steps is None:
+        decay = max(1, cfg.max_steps - cfg.opt_learning_rate_warmup_steps)
+        object.__setattr__(cfg, "opt_learning_rate_decay_steps", decay)
+
+
+def adamw(cfg: Any) -> dict[str, float]:
+    """megatron's Adam settings from the opt_adamw_* fields (MegatronGptConfig.adam)."""
+    return {
+        "adam_beta1": cfg.opt_adamw_beta_1,
+        "adam_beta2": cfg.opt_adamw_beta_2,
+        "adam_eps": cfg.opt_adamw_epsilon,
+        "weight_decay": cfg.opt_adamw_weight_decay,
+    }
+
+
+def decay_after_warmup(cfg: Any) -> int:
+    """The step the decay ends at when it runs for opt_learning_rate_decay_steps after the warmup
+    (MegatronGptConfig.decay_end_step): max_steps, by these rules."""
+    assert cfg.opt_learning_rate_warmup_steps is not None and cfg.opt_learning_rate_decay_steps
+    return cfg.opt_learning_rate_warmup_steps + cfg.opt_learning_rate_decay_steps

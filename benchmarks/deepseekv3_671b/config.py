@@ -23,6 +23,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from benchmarks.megatron_gpt import ADAMW_LOGGED, adamw, decay_after_warmup, derive_schedule
 from benchmarks.megatron_moe import MegatronMoeConfig
 
 
@@ -111,37 +112,14 @@ class DeepseekV3Config(MegatronMoeConfig):
     """Stop (aborted) after this many sequences (the RCPs converge at 691,200-866,304)."""
 
     FROM_CHECKPOINT: ClassVar[bool] = True
-    LOGGED: ClassVar[tuple[str, ...]] = (
-        "max_sequence_length",
-        "opt_name",
-        "opt_base_learning_rate",
-        "opt_end_learning_rate",
-        "opt_learning_rate_warmup_steps",
-        "opt_learning_rate_decay_steps",
-        "opt_learning_rate_decay_schedule",
-        "opt_adamw_beta_1",
-        "opt_adamw_beta_2",
-        "opt_adamw_epsilon",
-        "opt_adamw_weight_decay",
-        "opt_gradient_clip_norm",
-        "moe_aux_loss_coeff",
-        "max_steps",
-    )
+    LOGGED: ClassVar[tuple[str, ...]] = (*ADAMW_LOGGED, "moe_aux_loss_coeff")
 
     @model_validator(mode="after")
     def _derive(self):
         if self.opt_base_learning_rate is None:
             lr = 2.4e-5 * math.sqrt(self.global_batch_size / 16384)
             object.__setattr__(self, "opt_base_learning_rate", lr)
-        if self.opt_end_learning_rate is None:
-            assert self.opt_base_learning_rate is not None
-            object.__setattr__(self, "opt_end_learning_rate", self.opt_base_learning_rate * 0.1)
-        if self.opt_learning_rate_warmup_steps is None:
-            object.__setattr__(self, "opt_learning_rate_warmup_steps", 4)
-        if self.opt_learning_rate_decay_steps is None:
-            assert self.opt_learning_rate_warmup_steps is not None
-            decay = max(1, self.max_steps - self.opt_learning_rate_warmup_steps)
-            object.__setattr__(self, "opt_learning_rate_decay_steps", decay)
+        derive_schedule(self, 4)  # the rules' warmup: 4 steps
         self._check_moe()
         return self
 
@@ -151,14 +129,7 @@ class DeepseekV3Config(MegatronMoeConfig):
         return gbs * math.floor(42 + 24576 / gbs)
 
     def adam(self) -> dict[str, float]:
-        return {
-            "adam_beta1": self.opt_adamw_beta_1,
-            "adam_beta2": self.opt_adamw_beta_2,
-            "adam_eps": self.opt_adamw_epsilon,
-            "weight_decay": self.opt_adamw_weight_decay,
-        }
+        return adamw(self)
 
     def decay_end_step(self) -> int:
-        """Decay runs after the warmup for 12,000 - warmup steps, so it ends at max_steps."""
-        assert self.opt_learning_rate_warmup_steps is not None and self.opt_learning_rate_decay_steps
-        return self.opt_learning_rate_warmup_steps + self.opt_learning_rate_decay_steps
+        return decay_after_warmup(self)

@@ -22,6 +22,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from benchmarks.megatron_gpt import ADAMW_LOGGED, adamw, decay_after_warmup, derive_schedule
 from benchmarks.megatron_moe import MegatronMoeConfig
 
 
@@ -84,45 +85,16 @@ class GptOssConfig(MegatronMoeConfig):
     train_samples_cap: int = Field(10_000_000, ge=1)
     """Stop (aborted) after this many training sequences (the RCPs converge at 184,320-331,776)."""
 
-    LOGGED: ClassVar[tuple[str, ...]] = (
-        "max_sequence_length",
-        "opt_name",
-        "opt_base_learning_rate",
-        "opt_end_learning_rate",
-        "opt_learning_rate_warmup_steps",
-        "opt_learning_rate_decay_steps",
-        "opt_learning_rate_decay_schedule",
-        "opt_adamw_beta_1",
-        "opt_adamw_beta_2",
-        "opt_adamw_epsilon",
-        "opt_adamw_weight_decay",
-        "opt_gradient_clip_norm",
-        "max_steps",
-    )
+    LOGGED: ClassVar[tuple[str, ...]] = ADAMW_LOGGED
 
     @model_validator(mode="after")
     def _derive(self):
-        if self.opt_end_learning_rate is None:
-            object.__setattr__(self, "opt_end_learning_rate", self.opt_base_learning_rate * 0.1)
-        if self.opt_learning_rate_warmup_steps is None:
-            warmup = math.ceil(self.opt_learning_rate_warmup_samples / self.global_batch_size)
-            object.__setattr__(self, "opt_learning_rate_warmup_steps", warmup)
-        if self.opt_learning_rate_decay_steps is None:
-            assert self.opt_learning_rate_warmup_steps is not None
-            decay = max(1, self.max_steps - self.opt_learning_rate_warmup_steps)
-            object.__setattr__(self, "opt_learning_rate_decay_steps", decay)
+        derive_schedule(self, math.ceil(self.opt_learning_rate_warmup_samples / self.global_batch_size))
         self._check_moe()
         return self
 
     def adam(self) -> dict[str, float]:
-        return {
-            "adam_beta1": self.opt_adamw_beta_1,
-            "adam_beta2": self.opt_adamw_beta_2,
-            "adam_eps": self.opt_adamw_epsilon,
-            "weight_decay": self.opt_adamw_weight_decay,
-        }
+        return adamw(self)
 
     def decay_end_step(self) -> int:
-        """Decay runs after the warmup (max_steps - warmup by the rules), so it ends at max_steps."""
-        assert self.opt_learning_rate_warmup_steps is not None and self.opt_learning_rate_decay_steps
-        return self.opt_learning_rate_warmup_steps + self.opt_learning_rate_decay_steps
+        return decay_after_warmup(self)
