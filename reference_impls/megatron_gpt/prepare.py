@@ -57,7 +57,8 @@ def pretrain_config(plan: RunPlan):
         micro_batch_size=values["reference_global_batch_size"],
         opt_base_learning_rate=PRETRAIN_LR,
         train_samples_cap=TRAIN_SEQUENCES,
-        **dict.fromkeys(DEGREES.values(), 1),
+        # every layout degree this config has (a dense model has no expert_model_parallel_size)
+        **{f: 1 for f in DEGREES.values() if f in bench.of(plan).config.model_fields},
         # One checkpoint serves every layout (PREPARED.json does not depend on them), so it is
         # always pretrained in one process with the plain optimizer in fp32, whatever the run's
         # switches (precision is not part of the data's fingerprint either).

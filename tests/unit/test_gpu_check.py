@@ -141,7 +141,7 @@ def test_smoke_layers_and_steps_ran_with_their_flops(smoke):
 
 
 def test_smoke_builds_a_run_for_every_benchmark_and_gpu_only_switch(smoke):
-    from benchmarks import available, get
+    from benchmarks import get, runs
     from benchmarks.base import gpu_only
 
     _, by_name = smoke
@@ -152,8 +152,8 @@ def test_smoke_builds_a_run_for_every_benchmark_and_gpu_only_switch(smoke):
     assert first in ("switch/stable_diffusion/cuda_graphs", "switch/llama2_70b_lora/compile"), first
     assert len(dry) == 1 and dry[0].name == first, [c.name for c in dry]
     assert by_name["gpu_tests"].path.startswith("python -m pytest -q -m gpu tests/gpu")
-    runs = 0
-    for bench in available():
+    n_runs = 0
+    for bench in runs():
         assert f"tiny/{bench}" in by_name
         cls = get(bench).config
         also = [k for k in GPU_ALSO if k in cls.model_fields and k not in gpu_only(cls)]
@@ -167,12 +167,12 @@ def test_smoke_builds_a_run_for_every_benchmark_and_gpu_only_switch(smoke):
                 missing = lib is not None and importlib.util.find_spec(lib) is None
                 assert (">= 2" in c.detail or "CP 2" in c.detail) or (missing and lib in c.detail), c.detail
                 continue
-            runs += 1
+            n_runs += 1
             assert c.path.startswith(f"mlperf run {bench} --system dgx-h100x1 --nproc-per-node 1 --size tiny")
             assert c.path.removesuffix(" --dry-run").endswith(f"--set {key}={on_value(cls, key)}")
             for need in sw.needs if sw else ():
                 assert f"--set {need}={on_value(cls, need)}" in c.path
-    assert runs >= len(available())  # the GPU precision of each, and the switches one GPU runs
+    assert n_runs >= len(runs())  # the GPU precision of each, and the switches one GPU runs
 
 
 def test_jobs_run_longest_first_and_sd_uses_a_micro_batch_that_fits():
