@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import types
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +72,32 @@ def load_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The model inside an annotation: `Container`, `Container | None`, `Power | None`."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        for a in typing.get_args(annotation):
+            m = _model_of(a)
+            if m is not None:
+                return m
+    return None
+
+
+def model_at(model: type[BaseModel], loc: tuple) -> tuple[type[BaseModel] | None, Any]:
+    """(the model holding the last part of `loc`, its FieldInfo or None): nested models are
+    walked through `X | None` too, so an unknown key is matched against the keys of its own level."""
+    sub: type[BaseModel] | None = model
+    for part in loc[:-1]:
+        field = sub.model_fields.get(str(part)) if sub is not None else None
+        sub = _model_of(field.annotation) if field is not None else None
+        if sub is None:
+            return None, None
+    if sub is None or not loc:
+        return sub, None
+    return sub, sub.model_fields.get(str(loc[-1]))
+
+
 def validation_message(err: ValidationError, model: type[BaseModel], source: str) -> str:
     """First pydantic error as `source: field 'x': problem`, with the closest valid key."""
     # An unknown key usually explains a "missing" one (a typo), so report it first.
@@ -77,14 +105,8 @@ def validation_message(err: ValidationError, model: type[BaseModel], source: str
     e = errs[0]
     loc = ".".join(str(p) for p in e["loc"])
     if e["type"] == "extra_forbidden":
-        sub = model
-        for part in e["loc"][:-1]:  # walk nested models to suggest from the right level
-            field = sub.model_fields.get(str(part)) if isinstance(sub, type) else None
-            ann = getattr(field, "annotation", None)
-            sub = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
-            if sub is None:
-                break
-        keys = list(sub.model_fields) if sub is not None else []
+        owner, _ = model_at(model, e["loc"])  # suggest from the key's own level
+        keys = list(owner.model_fields) if owner is not None else []
         return f"{source}: unknown key '{loc}'{suggest(str(e['loc'][-1]), keys)}"
     return f"{source}: field '{loc}': {e['msg']}"
 

@@ -5,38 +5,12 @@ fix`. core/schema.py's validation_message keeps the first only (one line for `ml
 from __future__ import annotations
 
 import re
-import types
-import typing
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from harness.core.errors import suggest
-
-
-def _model_of(annotation: Any) -> type[BaseModel] | None:
-    """The model inside an annotation: `Container`, `Container | None`, `Power | None`."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        for a in typing.get_args(annotation):
-            m = _model_of(a)
-            if m is not None:
-                return m
-    return None
-
-
-def _walk(model: type[BaseModel], loc: tuple) -> tuple[type[BaseModel] | None, Any]:
-    """(the model holding the last part of `loc`, its FieldInfo or None)."""
-    sub: type[BaseModel] | None = model
-    for part in loc[:-1]:
-        field = sub.model_fields.get(str(part)) if sub is not None else None
-        sub = _model_of(field.annotation) if field is not None else None
-        if sub is None:
-            return None, None
-    if sub is None or not loc:
-        return sub, None
-    return sub, sub.model_fields.get(str(loc[-1]))
+from harness.core.schema import model_at
 
 
 def _meaning(field: Any) -> str:
@@ -57,7 +31,7 @@ def messages(err: ValidationError, model: type[BaseModel], source: str) -> list[
     meant: set[tuple] = set()  # the keys misspelled ones stand for: their 'missing' is the same mistake
     for e in errs:
         loc = ".".join(str(p) for p in e["loc"])
-        owner, field = _walk(model, e["loc"])
+        owner, field = model_at(model, e["loc"])
         if e["type"] == "extra_forbidden":
             keys = list(owner.model_fields) if owner is not None else []
             fix = suggest(str(e["loc"][-1]), keys)

@@ -21,7 +21,7 @@ import re
 import subprocess
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]  # the checkout the job mounts (as sbatch.REPO)
+REPO = Path(__file__).resolve().parents[3]  # the checkout the job mounts (sbatch.py takes it)
 
 # Minutes a job needs beyond its runs: container start on every node, the cache drop, node
 # tuning, rendezvous. NVIDIA's configs add 5 to 15 minutes; 10 is the middle.

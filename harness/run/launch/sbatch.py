@@ -32,7 +32,7 @@ from harness.core.errors import ConfigError
 from harness.run.launch import jobinfo, pyxis, topology
 from harness.run.launch.script_values import check_launcher, q
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = jobinfo.REPO  # the checkout the job mounts and runs from
 
 
 def job_name(plans) -> str:
