@@ -29,6 +29,8 @@ RESUME_FILE = "resume.json"
 RANKS_FILE = "ranks.json"
 HOST_LOAD_FILE = "host_load.json"
 EXIT_CODE_FILE = "exit_code"
+LR_FIND_REQUEST = "lr_find_request.json"  # `mlperf lr-find` -> the sweep: {"steps", "min_lr", "max_lr"}
+LR_FIND_RAW = "lr_find_raw.json"  # the sweep (rank 0) -> `mlperf lr-find`: its raw curve
 OUTPUT_FILES = ("stdout.log", "stderr.log", "prepare.log")
 
 # timings.jsonl: one row per optimizer step, written by every benchmark's loop on rank 0.

@@ -34,6 +34,7 @@ from pathlib import Path
 import benchmarks
 from benchmarks.benchmark import Benchmark
 from harness.core.errors import ConfigError, HarnessError
+from harness.core.runfolder import LR_FIND_RAW, LR_FIND_REQUEST
 
 BETA = 0.9
 SUGGEST_DIVISOR = 2.0
@@ -198,13 +199,11 @@ def run(
     )
     r.plans = [plan]
     execute.write_plans([plan])
-    (out / "lr_find_request.json").write_text(
-        json.dumps({"steps": steps, "min_lr": min_lr, "max_lr": max_lr})
-    )
+    (out / LR_FIND_REQUEST).write_text(json.dumps({"steps": steps, "min_lr": min_lr, "max_lr": max_lr}))
     execute.prepare(bench, [plan], r.system)
     mon = _Monitor()
     launch.get(r.launcher).run([plan], r.system, impl.module, mon)
-    raw_path = out / "lr_find_raw.json"
+    raw_path = out / LR_FIND_RAW
     if mon.rc != 0 or not raw_path.exists():
         raise HarnessError(f"the LR sweep failed (exit {mon.rc}); see {out / 'stdout.log'}")
     raw = json.loads(raw_path.read_text())

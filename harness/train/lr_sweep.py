@@ -16,8 +16,10 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
+from harness.core.runfolder import LR_FIND_RAW as RAW
+from harness.core.runfolder import LR_FIND_REQUEST as REQUEST
+
 DIVERGED = 4.0  # stop when the loss exceeds 4x the best loss seen
-REQUEST, RAW = "lr_find_request.json", "lr_find_raw.json"
 
 
 def request(rt, default_steps: int) -> tuple[int, float, float]:
@@ -29,8 +31,9 @@ def request(rt, default_steps: int) -> tuple[int, float, float]:
 
 
 def sweep(rt, steps: int, min_lr: float, max_lr: float, step: Callable[[int, float], float]) -> dict:
-    """{"lrs", "losses"} of the exponential sweep; `step(s, lr)` trains step s at `lr` and
-    returns its loss (the same value on every rank: the callers reduce it)."""
+    """{"lrs", "losses"} of the exponential sweep, with the run's configured LR, GBS and layout;
+    `step(s, lr)` trains step s at `lr` and returns its loss (the same value on every rank: the
+    callers reduce it)."""
     lrs: list[float] = []
     losses: list[float] = []
     best = math.inf
@@ -46,7 +49,14 @@ def sweep(rt, steps: int, min_lr: float, max_lr: float, step: Callable[[int, flo
             best = min(best, loss)
         if not math.isfinite(loss) or loss > DIVERGED * best:
             break
-    return {"steps": steps, "lrs": lrs, "losses": [x if math.isfinite(x) else None for x in losses]}
+    return {
+        "steps": steps,
+        "lrs": lrs,
+        "losses": [x if math.isfinite(x) else None for x in losses],
+        "configured_lr": rt.cfg.opt_base_learning_rate,
+        "global_batch_size": rt.cfg.global_batch_size,
+        "layout": rt.plan.layout.describe(),
+    }
 
 
 def write_raw(rt, out: dict) -> None:

@@ -48,12 +48,7 @@ def sweep(rt, steps: int, min_lr: float, max_lr: float) -> dict:
         loss, _norm = train_step(model, batches, params, opt, cfg, lr, layout.grad_accum, mesh.cp)
         return (_all_reduce(loss.detach().clone(), mesh.dp_group) / mesh.dp).item()
 
-    return {
-        **lr_sweep.sweep(rt, steps, min_lr, max_lr, step),
-        "configured_lr": cfg.opt_base_learning_rate,
-        "global_batch_size": cfg.global_batch_size,
-        "layout": layout.describe(),
-    }
+    return lr_sweep.sweep(rt, steps, min_lr, max_lr, step)
 
 
 def lr_find(rt) -> None:

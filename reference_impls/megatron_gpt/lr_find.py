@@ -26,12 +26,7 @@ def sweep(rt, steps: int, min_lr: float, max_lr: float) -> dict:
             g["lr"] = lr
         return stepper.reduce_loss(stepper.train_step(train_microbatches(train, s, layout)))
 
-    return {
-        **lr_sweep.sweep(rt, steps, min_lr, max_lr, step),
-        "configured_lr": cfg.opt_base_learning_rate,
-        "global_batch_size": cfg.global_batch_size,
-        "layout": layout.describe(),
-    }
+    return lr_sweep.sweep(rt, steps, min_lr, max_lr, step)
 
 
 def lr_find(rt) -> None:
