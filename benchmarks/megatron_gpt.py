@@ -227,18 +227,37 @@ def derive_schedule(cfg: Any, warmup_steps: int) -> None:
         object.__setattr__(cfg, "opt_learning_rate_decay_steps", decay)
 
 
-def adamw(cfg: Any) -> dict[str, float]:
-    """megatron's Adam settings from the opt_adamw_* fields (MegatronGptConfig.adam)."""
-    return {
-        "adam_beta1": cfg.opt_adamw_beta_1,
-        "adam_beta2": cfg.opt_adamw_beta_2,
-        "adam_eps": cfg.opt_adamw_epsilon,
-        "weight_decay": cfg.opt_adamw_weight_decay,
-    }
+class AdamwPretrainConfig(MegatronGptConfig):
+    """What the C4 pretraining rules of llama31_8b, gpt_oss_20b and deepseekv3_671b share: AdamW
+    under its own log names, a schedule `max_steps` long (warmup, then the cosine decay to 10 %
+    of the base LR until max_steps: derive_schedule), and the keys they log (ADAMW_LOGGED)."""
 
+    opt_name: Literal["adamw"] = "adamw"
+    """Logged `opt_name`: megatron's Adam with decoupled weight decay (AdamW)."""
+    max_steps: int = Field(1_200_000, ge=1)
+    """The LR schedule's length in steps, logged `max_steps` (closed: 1,200,000 for llama31_8b and
+    gpt_oss_20b). Not a stop: a short run on the same data stops through stop_step()."""
+    opt_adamw_beta_1: float = Field(0.9, ge=0.0, lt=1.0)
+    """AdamW beta 1 (fixed)."""
+    opt_adamw_beta_2: float = Field(0.95, ge=0.0, lt=1.0)
+    """AdamW beta 2 (fixed)."""
+    opt_adamw_epsilon: float = Field(1.0e-5, gt=0.0)
+    """AdamW epsilon (fixed)."""
+    opt_adamw_weight_decay: float = Field(0.1, ge=0.0)
+    """Decoupled weight decay, constant over the run (fixed)."""
 
-def decay_after_warmup(cfg: Any) -> int:
-    """The step the decay ends at when it runs for opt_learning_rate_decay_steps after the warmup
-    (MegatronGptConfig.decay_end_step): max_steps, by these rules."""
-    assert cfg.opt_learning_rate_warmup_steps is not None and cfg.opt_learning_rate_decay_steps
-    return cfg.opt_learning_rate_warmup_steps + cfg.opt_learning_rate_decay_steps
+    LOGGED: ClassVar[tuple[str, ...]] = ADAMW_LOGGED
+
+    def adam(self) -> dict[str, float]:
+        return {
+            "adam_beta1": self.opt_adamw_beta_1,
+            "adam_beta2": self.opt_adamw_beta_2,
+            "adam_eps": self.opt_adamw_epsilon,
+            "weight_decay": self.opt_adamw_weight_decay,
+        }
+
+    def decay_end_step(self) -> int:
+        """Decay runs after the warmup for opt_learning_rate_decay_steps (= max_steps - warmup by
+        the rules), so it ends at max_steps."""
+        assert self.opt_learning_rate_warmup_steps is not None and self.opt_learning_rate_decay_steps
+        return self.opt_learning_rate_warmup_steps + self.opt_learning_rate_decay_steps

@@ -1,6 +1,6 @@
 """The Megatron-GPT family's mixture-of-experts fields (gpt_oss_20b, deepseekv3_671b): megatron-core's
 MoE layer (router, experts, shared expert), its attention variants (GQA with a sliding window and
-sinks, or multi-latent attention) and expert parallelism, on top of `MegatronGptConfig`. Names follow
+sinks, or multi-latent attention) and expert parallelism, on top of `AdamwPretrainConfig` (the family's config with the C4 rules' AdamW). Names follow
 megatron-core's TransformerConfig / MLATransformerConfig, so `--set` speaks its vocabulary.
 
 Expert parallelism (EP) splits the routed experts over EP ranks carved out of TP x CP x DP (the
@@ -15,10 +15,10 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from benchmarks.megatron_gpt import MegatronGptConfig
+from benchmarks.megatron_gpt import AdamwPretrainConfig
 
 
-class MegatronMoeConfig(MegatronGptConfig):
+class MegatronMoeConfig(AdamwPretrainConfig):
     # ---- attention ----------------------------------------------------------------------------
     num_query_groups: int = Field(1, ge=1)
     """Key/value heads of grouped-query attention (unused with multi_latent_attention)."""

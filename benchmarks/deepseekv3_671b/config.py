@@ -23,7 +23,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from benchmarks.megatron_gpt import ADAMW_LOGGED, adamw, decay_after_warmup, derive_schedule
+from benchmarks.megatron_gpt import ADAMW_LOGGED, derive_schedule
 from benchmarks.megatron_moe import MegatronMoeConfig
 
 
@@ -84,8 +84,6 @@ class DeepseekV3Config(MegatronMoeConfig):
     """RMSNorm epsilon."""
 
     # ---- optimizer and schedule (log keys) -------------------------------------------------------
-    opt_name: Literal["adamw"] = "adamw"
-    """Logged `opt_name`."""
     opt_base_learning_rate: float | None = Field(None, ge=0.0)  # pyrefly: ignore[bad-override]
     """Peak LR; default (and closed rule) 2.4e-5 x sqrt(GBS / 16384)."""
     opt_learning_rate_warmup_steps: int | None = Field(None, ge=0)
@@ -94,14 +92,8 @@ class DeepseekV3Config(MegatronMoeConfig):
     """Cosine decay steps; default (and closed rule) max_steps - warmup = 11,996."""
     max_steps: int = Field(12_000, ge=1)
     """The LR schedule's length in steps, logged `max_steps`; not a stop."""
-    opt_adamw_beta_1: float = Field(0.9, ge=0.0, lt=1.0)
-    """AdamW beta 1 (fixed)."""
-    opt_adamw_beta_2: float = Field(0.95, ge=0.0, lt=1.0)
-    """AdamW beta 2 (fixed)."""
     opt_adamw_epsilon: float = Field(1.0e-8, gt=0.0)
     """AdamW epsilon (fixed)."""
-    opt_adamw_weight_decay: float = Field(0.1, ge=0.0)
-    """Decoupled weight decay (fixed)."""
 
     # ---- data, evaluation, stopping --------------------------------------------------------------
     eval_interval_samples: int = Field(1, ge=1)
@@ -127,9 +119,3 @@ class DeepseekV3Config(MegatronMoeConfig):
         """6.1.0's first evaluation point: GBS x floor(42 + 24576 / GBS) sequences."""
         gbs = self.global_batch_size
         return gbs * math.floor(42 + 24576 / gbs)
-
-    def adam(self) -> dict[str, float]:
-        return adamw(self)
-
-    def decay_end_step(self) -> int:
-        return decay_after_warmup(self)

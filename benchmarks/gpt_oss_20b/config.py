@@ -18,11 +18,10 @@ Closed-rule arithmetic (closed_gpt_oss_20b.yaml, 6.0.0 and 6.1.0; the same as ll
 from __future__ import annotations
 
 import math
-from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from benchmarks.megatron_gpt import ADAMW_LOGGED, adamw, decay_after_warmup, derive_schedule
+from benchmarks.megatron_gpt import derive_schedule
 from benchmarks.megatron_moe import MegatronMoeConfig
 
 
@@ -60,22 +59,10 @@ class GptOssConfig(MegatronMoeConfig):
     """RMSNorm epsilon."""
 
     # ---- optimizer and schedule (log keys) ------------------------------------------------------
-    opt_name: Literal["adamw"] = "adamw"
-    """Logged `opt_name`: megatron's Adam with decoupled weight decay."""
     opt_base_learning_rate: float = Field(8.0e-4, ge=0.0)
     """Peak LR (RCPs: 4e-4 at GBS 16, 8e-4 at 32, 1e-3 at 64)."""
     opt_learning_rate_warmup_samples: int = Field(4096, ge=0)
     """Warmup in sequences (the RCPs' unit); warmup steps = ceil(this / GBS) unless set."""
-    max_steps: int = Field(1_200_000, ge=1)
-    """The LR schedule's length in steps, logged `max_steps` (closed: 1,200,000); not a stop."""
-    opt_adamw_beta_1: float = Field(0.9, ge=0.0, lt=1.0)
-    """AdamW beta 1 (fixed)."""
-    opt_adamw_beta_2: float = Field(0.95, ge=0.0, lt=1.0)
-    """AdamW beta 2 (fixed)."""
-    opt_adamw_epsilon: float = Field(1.0e-5, gt=0.0)
-    """AdamW epsilon (fixed)."""
-    opt_adamw_weight_decay: float = Field(0.1, ge=0.0)
-    """Decoupled weight decay (fixed)."""
 
     # ---- data, evaluation, stopping -------------------------------------------------------------
     eval_interval_samples: int = Field(12288, ge=1)
@@ -85,16 +72,8 @@ class GptOssConfig(MegatronMoeConfig):
     train_samples_cap: int = Field(10_000_000, ge=1)
     """Stop (aborted) after this many training sequences (the RCPs converge at 184,320-331,776)."""
 
-    LOGGED: ClassVar[tuple[str, ...]] = ADAMW_LOGGED
-
     @model_validator(mode="after")
     def _derive(self):
         derive_schedule(self, math.ceil(self.opt_learning_rate_warmup_samples / self.global_batch_size))
         self._check_moe()
         return self
-
-    def adam(self) -> dict[str, float]:
-        return adamw(self)
-
-    def decay_end_step(self) -> int:
-        return decay_after_warmup(self)

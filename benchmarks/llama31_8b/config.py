@@ -15,20 +15,14 @@ The tiny size keeps the formulas with its own numbers (tiny.yaml: max_steps 600)
 from __future__ import annotations
 
 import math
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 from pydantic import Field, model_validator
 
-from benchmarks.megatron_gpt import (
-    ADAMW_LOGGED,
-    MegatronGptConfig,
-    adamw,
-    decay_after_warmup,
-    derive_schedule,
-)
+from benchmarks.megatron_gpt import AdamwPretrainConfig, derive_schedule
 
 
-class Llama31Config(MegatronGptConfig):
+class Llama31Config(AdamwPretrainConfig):
     # ---- model: Llama 3.1 8B (provider reference_impls/megatron_gpt/llama31.py) -------------
     num_layers: int = Field(32, ge=1)
     """Transformer layers."""
@@ -52,8 +46,6 @@ class Llama31Config(MegatronGptConfig):
     """RMSNorm epsilon."""
 
     # ---- optimizer and schedule (log keys) ---------------------------------------------------
-    opt_name: Literal["adamw"] = "adamw"
-    """Logged `opt_name`: megatron's Adam with decoupled weight decay (AdamW)."""
     opt_base_learning_rate: float = Field(8.0e-4, ge=0.0)
     """Peak LR (RCPs: 4e-4 at GBS 16, 8e-4 at 32 and 64, 1e-3 at 96, 2e-3 at 128)."""
     opt_learning_rate_warmup_samples: int = Field(4096, ge=0)
@@ -62,17 +54,6 @@ class Llama31Config(MegatronGptConfig):
     """Linear warmup steps from 0 to the peak LR; default ceil(opt_learning_rate_warmup_samples / GBS)."""
     opt_learning_rate_decay_steps: int | None = Field(None, ge=1)
     """Steps of the cosine decay to the end LR; default (and closed rule) max_steps - warmup steps."""
-    max_steps: int = Field(1_200_000, ge=1)
-    """The LR schedule's length in steps, logged `max_steps` (closed: 1,200,000). Not a stop: a
-    short run on the same data is `stop_after_steps`."""
-    opt_adamw_beta_1: float = Field(0.9, ge=0.0, lt=1.0)
-    """AdamW beta 1 (fixed)."""
-    opt_adamw_beta_2: float = Field(0.95, ge=0.0, lt=1.0)
-    """AdamW beta 2 (fixed)."""
-    opt_adamw_epsilon: float = Field(1.0e-5, gt=0.0)
-    """AdamW epsilon (fixed)."""
-    opt_adamw_weight_decay: float = Field(0.1, ge=0.0)
-    """Decoupled weight decay, constant over the run (fixed)."""
 
     # ---- data, evaluation, stopping ---------------------------------------------------------
     eval_interval_samples: int = Field(12288, ge=1)
@@ -86,7 +67,6 @@ class Llama31Config(MegatronGptConfig):
     """Stop (aborted) after this many steps, the data order unchanged (the tests' short runs)."""
 
     MODEL_PROVIDER: ClassVar[str] = "reference_impls.megatron_gpt.llama31"
-    LOGGED: ClassVar[tuple[str, ...]] = ADAMW_LOGGED
 
     @model_validator(mode="after")
     def _derive(self):
@@ -98,12 +78,6 @@ class Llama31Config(MegatronGptConfig):
                 f"num_query_groups {self.num_query_groups}"
             )
         return self
-
-    def adam(self) -> dict[str, float]:
-        return adamw(self)
-
-    def decay_end_step(self) -> int:
-        return decay_after_warmup(self)
 
     def stop_step(self) -> int | None:
         return self.stop_after_steps
