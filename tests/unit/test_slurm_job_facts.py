@@ -212,6 +212,30 @@ def test_slurm_run_output_says_the_cache_was_not_dropped(cpu, monkeypatch):
     assert not any("page cache" in s for s in mon.said)
 
 
+def test_the_final_state_is_read_after_slurm_has_finished_completing_the_job(cpu, monkeypatch):
+    """The run's exit code is on disk while Slurm is still COMPLETING the job (KillWait, epilog):
+    the last line must carry the job's final state, and the nodes be free when `mlperf run` ends."""
+    plan, _ = cpu
+    plan = _plans(plan, 1, "completing")[0]
+    d = Path(plan.run_dir)
+    d.mkdir(parents=True)
+    (d / "exit_code").write_text("134\n")
+    squeues = iter(["COMPLETING"] * 4)
+
+    def fake_slurm(*argv, check=True, timeout=0):
+        if argv[0] == "squeue":
+            state = next(squeues, "FAILED")
+            return subprocess.CompletedProcess(argv, 0, f"5 {state} 0:09" if "%i %T %M" in argv else state, "")
+        state = "FAILED" if next(squeues, None) is None else "COMPLETING"
+        return subprocess.CompletedProcess(argv, 0, f"JobState={state} ExitCode=134:0", "")
+
+    monkeypatch.setattr(slurm, "POLL_S", 0.0)
+    monkeypatch.setattr(slurm, "_slurm", fake_slurm)
+    mon = _Monitor()
+    slurm.SlurmLauncher()._follow("5", [plan], False, mon)
+    assert mon.said[-1] == "slurm job 5 failed (exit 134)", mon.said
+
+
 def test_local_run_drops_the_cache_and_says_when_refused(cpu, monkeypatch):
     plan, system = cpu
     plan = _plans(plan, 1, "local")[0]

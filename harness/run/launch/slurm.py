@@ -35,6 +35,7 @@ from harness.run.launch import jobinfo, sbatch
 POLL_S = 0.3
 GRACE_S = 20.0
 CLIENT_TIMEOUT_S = 60.0
+ENDING_S = 90.0  # a job's COMPLETING phase: the cluster's KillWait (30 s by default) + its epilog
 TERMINAL = {
     "COMPLETED",
     "FAILED",
@@ -197,6 +198,10 @@ class SlurmLauncher:
                 monitor.finished(plan, rc)
             if live:
                 time.sleep(POLL_S)
+        # The last run wrote its exit code, but Slurm may still be COMPLETING the job (killing
+        # stragglers, the epilog): wait for its end, so the state we report is the final one and
+        # the nodes are free for a --resume or the next job.
+        _wait_ended(job_id, ENDING_S)
         if not array:  # an array's tasks were reported one by one
             final, rc = job_state(job_id)
             _status(monitor, plans[-1], f"slurm job {job_id} {final.lower()} (exit {rc})")
@@ -247,6 +252,17 @@ def cancel(job_ids: list[str], grace_s: float = GRACE_S) -> None:
         pass  # Slurm went away while cancelling: nothing more we can do from here
     finally:
         signal.signal(signal.SIGINT, old)
+
+
+def _wait_ended(job_id: str, timeout_s: float) -> bool:
+    """True once every row of the job (array tasks too) is in a terminal state or gone."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        p = _slurm("squeue", "-h", "-r", "-t", "all", "-j", job_id, "-o", "%T", check=False)
+        if p.returncode != 0 or all(s in TERMINAL for s in p.stdout.split()):
+            return True
+        time.sleep(POLL_S)
+    return False
 
 
 def _wait_gone(ids: str, timeout_s: float) -> bool:
