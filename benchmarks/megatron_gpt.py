@@ -246,7 +246,13 @@ class AdamwPretrainConfig(MegatronGptConfig):
     opt_adamw_weight_decay: float = Field(0.1, ge=0.0)
     """Decoupled weight decay, constant over the run (fixed)."""
 
+    stop_after_steps: int | None = Field(None, ge=1)
+    """Stop (aborted) after this many steps, the data order unchanged (the tests' short runs)."""
+
     LOGGED: ClassVar[tuple[str, ...]] = ADAMW_LOGGED
+
+    def stop_step(self) -> int | None:
+        return self.stop_after_steps
 
     def adam(self) -> dict[str, float]:
         return {

@@ -5,8 +5,8 @@ megatron-core's TransformerConfig / MLATransformerConfig, so `--set` speaks its 
 
 Expert parallelism (EP) splits the routed experts over EP ranks carved out of TP x CP x DP (the
 attention ranks): EP must divide TP x CP x DP / expert TP, with expert TP = 1 here (every expert
-whole on one rank; megatron's expert_tensor_parallel_size, which the harness does not set).
-No implementation yet (issue 45): these configs describe the model for the planner and the reviewer.
+whole on one rank: reference_impls/megatron_gpt/model.py expert_parallel sets megatron's
+expert_tensor_parallel_size to 1).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from benchmarks.base import Switch
 from benchmarks.megatron_gpt import AdamwPretrainConfig
 
 
@@ -72,6 +73,13 @@ class MegatronMoeConfig(AdamwPretrainConfig):
     """Load-balancing auxiliary loss coefficient (0 = none)."""
     mtp_num_layers: int = Field(0, ge=0)
     """Multi-token-prediction layers after the main model (DeepSeek-V3: 1); 0 = none."""
+    moe_token_dispatcher_type: Literal["alltoall", "allgather"] = "alltoall"
+    """How tokens reach their experts' EP ranks (megatron's dispatchers): all-to-all (the
+    references') or all-gather; both run on a CPU under gloo (cpu_compat patches all-to-all)."""
+    moe_flex_dispatcher: bool = False
+    """megatron's 'flex' dispatcher instead (DeepEP's fused dispatch and combine kernels): GPU only."""
+    moe_grouped_gemm: bool = False
+    """All of a rank's experts in one grouped GEMM (GPU kernels), else one GEMM per expert."""
     expert_model_parallel_size: int = Field(1, ge=1)
     """EP degree: the routed experts split over this many ranks (must divide TP x CP x DP)."""
     pipeline_split_counts_embedding_and_loss: bool = False
@@ -79,6 +87,19 @@ class MegatronMoeConfig(AdamwPretrainConfig):
     account_for_embedding/loss_in_pipeline_split, as DeepSeek-V3's layouts do: 1 + 61 + 1 + 1 = 64
     units split over PP x VP); False: the transformer layers alone split evenly."""
 
+    SWITCHES: ClassVar[dict[str, Switch]] = {
+        **AdamwPretrainConfig.SWITCHES,
+        # On a CPU megatron's local spec builds one MLP per expert whatever the flag (seen: the
+        # tiny model with it on trained through SequentialMLP): the grouped GEMM is TE's GroupedMLP.
+        "moe_grouped_gemm": Switch(
+            ("gpu",),
+            "the grouped expert GEMM is Transformer Engine's (the local spec ignores it)",
+            library="transformer_engine",
+        ),
+        "moe_flex_dispatcher": Switch(
+            ("gpu",), "DeepEP's fused dispatch/combine kernels need CUDA", library="deep_ep"
+        ),
+    }
     SUPPORTS: ClassVar[tuple[str, ...]] = ("tp", "pp", "vp", "ep")
 
     @property

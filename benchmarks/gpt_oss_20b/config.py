@@ -3,7 +3,7 @@ reference's model (mlcommons/training small_llm_moe_pretraining/primus/): 24 lay
 64 query / 8 KV heads of width 64, 32 experts top-4 with a softmax router, no shared expert, no aux
 loss, a 128-token sliding window on alternating layers, RoPE base 150000, the Llama 3.1 tokenizer.
 NVIDIA's variant (the original gpt-oss: attention sinks, linear biases) is `attention_sinks` and
-`add_bias_linear`; its clamped GLU and YaRN have no field (no implementation yet: issue 45).
+`add_bias_linear`; its clamped GLU and YaRN have no field (the reference uses neither).
 
 Closed-rule arithmetic (closed_gpt_oss_20b.yaml, 6.0.0 and 6.1.0; the same as llama31_8b's):
     max_steps     = 1,200,000 (the LR schedule's length, logged)
@@ -18,6 +18,7 @@ Closed-rule arithmetic (closed_gpt_oss_20b.yaml, 6.0.0 and 6.1.0; the same as ll
 from __future__ import annotations
 
 import math
+from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -58,6 +59,24 @@ class GptOssConfig(MegatronMoeConfig):
     norm_epsilon: float = Field(1.0e-5, gt=0.0)
     """RMSNorm epsilon."""
 
+    # ---- DeepSeek-V3's, which gpt-oss has not (the provider builds none of them) -----------------
+    multi_latent_attention: Literal[False] = False
+    """gpt-oss attends with grouped-query attention; multi-latent attention is deepseekv3_671b's."""
+    q_lora_rank: Literal[0] = 0
+    """No multi-latent attention here (deepseekv3_671b's field)."""
+    kv_lora_rank: Literal[0] = 0
+    """No multi-latent attention here (deepseekv3_671b's field)."""
+    qk_head_dim: Literal[0] = 0
+    """No multi-latent attention here (deepseekv3_671b's field)."""
+    qk_pos_emb_head_dim: Literal[0] = 0
+    """No multi-latent attention here (deepseekv3_671b's field)."""
+    v_head_dim: Literal[0] = 0
+    """No multi-latent attention here (deepseekv3_671b's field)."""
+    mtp_num_layers: Literal[0] = 0
+    """No multi-token prediction in gpt-oss (deepseekv3_671b's field)."""
+    pipeline_split_counts_embedding_and_loss: Literal[False] = False
+    """Pipeline stages split the transformer layers alone (24 layers divide every PP it uses)."""
+
     # ---- optimizer and schedule (log keys) ------------------------------------------------------
     opt_base_learning_rate: float = Field(8.0e-4, ge=0.0)
     """Peak LR (RCPs: 4e-4 at GBS 16, 8e-4 at 32, 1e-3 at 64)."""
@@ -71,6 +90,8 @@ class GptOssConfig(MegatronMoeConfig):
     """Logged `eval_samples`: validation sequences per evaluation (closed: 1,024)."""
     train_samples_cap: int = Field(10_000_000, ge=1)
     """Stop (aborted) after this many training sequences (the RCPs converge at 184,320-331,776)."""
+
+    MODEL_PROVIDER: ClassVar[str] = "reference_impls.megatron_gpt.gpt_oss"
 
     @model_validator(mode="after")
     def _derive(self):

@@ -63,8 +63,6 @@ class Llama31Config(AdamwPretrainConfig):
     train_samples_cap: int = Field(10_000_000, ge=1)
     """Stop (aborted) after this many training sequences without reaching the target (the RCPs
     converge at 161,109-344,747); it also sizes GPTDataset's shuffled draw."""
-    stop_after_steps: int | None = Field(None, ge=1)
-    """Stop (aborted) after this many steps, the data order unchanged (the tests' short runs)."""
 
     MODEL_PROVIDER: ClassVar[str] = "reference_impls.megatron_gpt.llama31"
 
@@ -78,6 +76,3 @@ class Llama31Config(AdamwPretrainConfig):
                 f"num_query_groups {self.num_query_groups}"
             )
         return self
-
-    def stop_step(self) -> int | None:
-        return self.stop_after_steps

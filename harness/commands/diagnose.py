@@ -34,6 +34,7 @@ def diagnose(target, db, accelerators, accelerator, as_json):
     """Apply the troubleshooting table to one run: unstable speed (network; the host for a run of
     one process, which has no collectives), data-wait share (data loading), non-converging loss
     (learning rate), out of memory (batch/parallelism), evaluation over 15 % of the time to train,
+    expert load 2x its mean on a mixture of experts (routing.jsonl: the load-balancing switches),
     and throughput per accelerator against the best published result. A host busier than its
     cores during the run (host_load.json) is said as a note.
 

@@ -65,7 +65,7 @@ def build_lines(plan, report: dict, planned: dict) -> list[str]:
     pt, pp = report["parameters_total"], planned["parameters"]["total"]
     lines = [
         f"build: {len(report['shards'])} distinct rank shard(s) of TP{lay.tp} PP{lay.pp} VP{lay.vp} "
-        f"CP{lay.cp} DP{lay.dp} ({lay.world_size} ranks) built on the meta "
+        f"CP{lay.cp} DP{lay.dp}{f' EP{lay.ep}' if lay.ep > 1 else ''} ({lay.world_size} ranks) built on the meta "
         f"device ({plan.device} path; child wall {report['wall_s']} s, CPU {report['cpu_s']} s"
         + (f", {report['configs_in_child']} configs in it" if report.get("configs_in_child", 1) > 1 else "")
         + (f"; the same shards as {report['same_as']}'s config, built once" if report.get("same_as") else "")

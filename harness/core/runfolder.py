@@ -3,6 +3,8 @@
     plan.json          the RunPlan every rank was started with
     mlperf.log         the MLPerf log (rank 0), claimed as result_<i>.txt when the run ends
     timings.jsonl      one JSON line per optimizer step (rank 0), schema TIMINGS_COLUMNS
+    routing.jsonl      MoE models: tokens per expert of each layer, one line per evaluation
+                       (rank 0; reference_impls/megatron_gpt/routing.py)
     checkpoints/       step_<N>/ folders (checkpoint_manifest.py)
     resume.json        one record per `mlperf run --resume` (newest last)
     ranks.json         where each rank ran: rank, local rank, node id, hostname (rank 0, at start)
@@ -24,6 +26,7 @@ from pathlib import Path
 PLAN_FILE = "plan.json"
 LOG_FILE = "mlperf.log"
 TIMINGS_FILE = "timings.jsonl"
+ROUTING_FILE = "routing.jsonl"  # MoE models: tokens per expert at each evaluation (rank 0)
 CHECKPOINT_DIR = "checkpoints"
 RESUME_FILE = "resume.json"
 RANKS_FILE = "ranks.json"

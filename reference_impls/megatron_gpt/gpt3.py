@@ -32,7 +32,7 @@ def transformer_fields(cfg) -> dict:
     return {"add_bias_linear": True, "normalization": "LayerNorm"}
 
 
-def layer_spec(cfg, te: bool):
+def layer_spec(cfg, te: bool, tcfg=None, vp_stage=None):
     """Transformer Engine's fused layers where TE is installed on a GPU host, else megatron's local
     spec (torch LayerNorm and linears: the CPU path)."""
     from megatron.core.models.gpt import gpt_layer_specs as specs

@@ -37,7 +37,7 @@ def transformer_fields(cfg) -> dict:
     }
 
 
-def layer_spec(cfg, te: bool):
+def layer_spec(cfg, te: bool, tcfg=None, vp_stage=None):
     """Transformer Engine's fused layers where TE is installed on a GPU host, else megatron's local
     spec with torch's RMSNorm (the CPU path)."""
     from megatron.core.models.gpt import gpt_layer_specs as specs

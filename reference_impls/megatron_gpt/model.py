@@ -25,7 +25,7 @@ import re
 
 import torch
 
-from reference_impls.megatron_gpt import adam_step, cpu_compat
+from reference_impls.megatron_gpt import adam_step, cpu_compat, expert_init
 
 
 def provider(cfg):
@@ -62,6 +62,7 @@ def transformer_config(cfg, layout, device: str):
         hidden_dropout=cfg.dropout,
         attention_dropout=cfg.dropout,
         tensor_model_parallel_size=layout.tp,
+        **expert_parallel(cfg, layout),
         pipeline_model_parallel_size=layout.pp,
         virtual_pipeline_model_parallel_size=layout.vp if layout.vp > 1 else None,
         context_parallel_size=layout.cp,
@@ -77,8 +78,19 @@ def transformer_config(cfg, layout, device: str):
     )
 
 
-def layer_spec(cfg, device: str):
-    """The provider's layer spec: with Transformer Engine on a GPU host that has it, else local."""
+def expert_parallel(cfg, layout) -> dict:
+    """Mixtures of experts: EP from the layout and expert TP 1 (each expert whole on one rank, as
+    the planner prices it; megatron's default shards experts over TP); dense models: megatron's
+    defaults. The same for TransformerConfig and initialize_model_parallel (train.init_parallel)."""
+    if not getattr(cfg, "num_moe_experts", None):
+        return {}
+    return {"expert_model_parallel_size": layout.ep, "expert_tensor_parallel_size": 1}
+
+
+def layer_spec(cfg, device: str, tcfg=None, vp_stage=None):
+    """The provider's layer spec (or, for mixtures of experts, the block spec of the stage's
+    layers: `tcfg` and `vp_stage` say which): with Transformer Engine on a GPU host that has it,
+    else local."""
     if device.startswith("cuda"):
         try:
             import transformer_engine  # noqa: F401
@@ -93,9 +105,9 @@ def layer_spec(cfg, device: str):
                     f"{need[0]}: Transformer Engine is not installed; "
                     "pip install --no-build-isolation -e '.[gpu]' on the GPU host"
                 ) from None
-            return provider(cfg).layer_spec(cfg, te=False)
-        return provider(cfg).layer_spec(cfg, te=True)
-    return provider(cfg).layer_spec(cfg, te=False)
+            return provider(cfg).layer_spec(cfg, False, tcfg, vp_stage)
+        return provider(cfg).layer_spec(cfg, True, tcfg, vp_stage)
+    return provider(cfg).layer_spec(cfg, False, tcfg, vp_stage)
 
 
 def padded_vocab(cfg, tp: int) -> int:
@@ -105,9 +117,10 @@ def padded_vocab(cfg, tp: int) -> int:
     return -(-cfg.vocab_size // multiple) * multiple
 
 
-def build(cfg, layout, device: str):
+def build(cfg, layout, device: str, seed: int = 0):
     """(model chunks wrapped in megatron DDP, optimizer, scheduler, TransformerConfig); in bf16
-    each chunk is DDP(Float16Module(GPTModel)) as in Megatron-LM (`unwrap` gets the GPTModel)."""
+    each chunk is DDP(Float16Module(GPTModel)) as in Megatron-LM (`unwrap` gets the GPTModel).
+    `seed`: the run's, from which a mixture of experts draws its experts (expert_init.py)."""
     from megatron.core import parallel_state as ps
     from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
     from megatron.core.models.gpt.gpt_model import GPTModel
@@ -117,7 +130,6 @@ def build(cfg, layout, device: str):
 
     cpu_compat.enable()
     tcfg = transformer_config(cfg, layout, device)
-    spec = layer_spec(cfg, device)
     on_gpu = device.startswith("cuda")
     if tcfg.tp_comm_overlap:  # userbuffers must exist before the TE layers are built
         from transformer_engine.pytorch.module import base as te_base
@@ -128,6 +140,7 @@ def build(cfg, layout, device: str):
     vp = layout.vp if layout.vp > 1 else None
     for stage in range(vp or 1):
         vp_stage = stage if vp else None
+        spec = layer_spec(cfg, device, tcfg, vp_stage)
         m = GPTModel(
             tcfg,
             spec,
@@ -138,6 +151,8 @@ def build(cfg, layout, device: str):
             vp_stage=vp_stage,
             **provider(cfg).model_fields(cfg),
         )
+        if tcfg.num_moe_experts:  # the same experts at every EP (expert_init.py)
+            expert_init.reinit(m, tcfg, seed)
         if on_gpu:
             m = m.to(device)
         if tcfg.bf16:

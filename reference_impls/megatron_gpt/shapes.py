@@ -143,7 +143,10 @@ def _cuda_env(device: str):
             _cuda_stubs(stack)
         if device.startswith("cuda") and not have_te():
             _patch(
-                stack, gmodel, "layer_spec", lambda cfg, dev: gmodel.provider(cfg).layer_spec(cfg, te=False)
+                stack,
+                gmodel,
+                "layer_spec",
+                lambda cfg, dev, tcfg=None, vp=None: gmodel.provider(cfg).layer_spec(cfg, False, tcfg, vp),
             )
         _patch(
             stack,
@@ -216,9 +219,10 @@ def _optimizer_bytes(optimizer) -> int:
     return total
 
 
-def _full_size(chunk, tp: int) -> int:
+def _full_size(chunk, tp: int, ep: int = 1) -> int:
     """Parameters of this chunk in the unsharded model: TP-split tensors count TP times,
-    replicated ones once, the last stage's copy of the tied word embedding not at all."""
+    replicated ones once, the last stage's copy of the tied word embedding not at all; a rank's
+    experts (megatron marks their params allreduce=False) are 1/EP of the layer's (expert TP 1)."""
     n = 0
     for name, p in chunk.named_parameters():
         if (
@@ -226,6 +230,9 @@ def _full_size(chunk, tp: int) -> int:
             and chunk.share_embeddings_and_output_weights
             and not chunk.pre_process
         ):
+            continue
+        if not getattr(p, "allreduce", True):
+            n += p.numel() * ep
             continue
         n += p.numel() * (tp if getattr(p, "tensor_model_parallel", False) else 1)
     return n
@@ -262,7 +269,7 @@ def count(cfg, layout, device: str = "cuda") -> dict:
                 layers=sum(len(g.decoder.layers) for g in gpts),
                 ranks=per_stage,
             )
-            total += sum(_full_size(g, layout.tp) for g in gpts)
+            total += sum(_full_size(g, layout.tp, layout.ep) for g in gpts)
             managed = [m for g in gpts for m in g.modules() if hasattr(m, "cudagraph_manager")]
             graphs += len(managed)
             graph_layers += sum(1 for m in managed if type(m).__name__ == "TransformerLayer")

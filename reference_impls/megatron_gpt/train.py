@@ -11,7 +11,8 @@
 
 No host-device syncs per step of our own: the training loss stays a tensor until an eval point
 (megatron's grad clipping reads the grad norm each step, as in the reference). Rank 0 writes the
-MLPerf log and `run_dir/timings.jsonl` (one buffered JSON line per step).
+MLPerf log and `run_dir/timings.jsonl` (one buffered JSON line per step); MoE models also
+`run_dir/routing.jsonl` (tokens per expert at each eval point, routing.py).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from harness.train.runtime import Runtime
 from harness.train.timings import Timings
 from reference_impls.megatron_gpt import bench, cpu_compat, data, datafiles, dist_ckpt
 from reference_impls.megatron_gpt import model as gmodel
+from reference_impls.megatron_gpt.routing import RoutingStats
 
 LOSS_KEY = "lm loss"
 
@@ -54,6 +56,7 @@ def init_parallel(layout, seed: int, cfg=None, gloo: bool = True) -> None:
         virtual_pipeline_model_parallel_size=layout.vp if layout.vp > 1 else None,
         context_parallel_size=layout.cp,
         create_gloo_process_groups=gloo,
+        **(gmodel.expert_parallel(cfg, layout) if cfg is not None else {}),
     )
     graphs = bool(cfg is not None and cfg.cuda_graphs)
     torch.manual_seed(seed)
@@ -203,6 +206,7 @@ def run(rt: Runtime[MegatronGptConfig]) -> RunOutcome:
             f"run `mlperf prepare {plan.benchmark} --size tiny`"
         )
     model, optimizer, scheduler, tcfg = start_model(rt)
+    routing = RoutingStats(model, plan.run_dir if rt.is_rank0 else None, append=bool(plan.resume_from))
     gmodel.set_schedule_step(scheduler, cfg.start_step())
     train, valid = datasets(rt)
     log.event("eval_samples", cfg.eval_samples)
@@ -256,11 +260,13 @@ def run(rt: Runtime[MegatronGptConfig]) -> RunOutcome:
                 break
             log.start("eval_start", metadata=at(step))
             train_loss = stepper.reduce_loss(reports)
-            ppl = stepper.evaluate(val_batches)
+            with routing.paused():  # routing.jsonl counts training tokens only
+                ppl = stepper.evaluate(val_batches)
             log.event("eval_accuracy", ppl, metadata=at(step))
             log.end("eval_stop", metadata=at(step))
             timings.set_loss(train_loss)
             timings.flush()
+            routing.write(step)
             if rt.is_rank0:
                 print(
                     f"step {step} tokens {step * gbs * seq} train_loss {train_loss:.4f} eval_log_ppl {ppl:.4f} "
@@ -287,7 +293,7 @@ def start_model(rt):
     checkpoint (tiny: the prepared state; full: the reference's checkpoint); also the LR sweep's."""
     plan, data_dir = rt.plan, Path(rt.plan.data_dir)
     init_parallel(plan.layout, plan.seed, rt.cfg)
-    model, optimizer, scheduler, tcfg = gmodel.build(rt.cfg, plan.layout, rt.device)
+    model, optimizer, scheduler, tcfg = gmodel.build(rt.cfg, plan.layout, rt.device, plan.seed)
     if not rt.cfg.FROM_CHECKPOINT:
         pass  # pretraining from the init (megatron's init_method_std, the seed's RNG)
     elif plan.size == "tiny":

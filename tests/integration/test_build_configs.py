@@ -10,7 +10,7 @@ the cuda_graphs RNG defect planted in its build child (exit 2, one line).
 
 The record layouts' figures (formerly the unit test test_full_shapes): GPT-3 175B through
 `model.build` as every pipeline stage of TP4 PP8 VP4 DP16, Llama 2 70B + LoRA under FSDP2 over 64
-ranks, the SD v2 UNet with ZeRO over 64, R-GAT at IGBH-full width, FLUX.1's transformer under FSDP2 over 64 meet their published sizes, and
+ranks, the SD v2 UNet with ZeRO over 64, R-GAT at IGBH-full width, FLUX.1's transformer under FSDP2 over 64 and gpt-oss-20b at TP 2 x EP 8 meet their published sizes, and
 the planner's per-rank bytes (`harness.planner.params.rank_bytes`) are within 2 % of the build's.
 """
 
@@ -36,6 +36,7 @@ RECORD = {  # the record layouts of the shipped tuned configs
     "stable_diffusion": "dgx-h100x8",
     "gnn": "dgx-h100x8",
     "flux1": "dgx-h100x8",
+    "gpt_oss_20b": "dgx-h100x8",  # TP 2 x DP 32, EP 8: a rank holds 4 of each layer's 32 experts
 }
 
 
@@ -45,8 +46,8 @@ CLI_ONLY = {("gpt3", "dgx-h100x1452")}  # built by the CLI tests below
 def shipped() -> list[tuple[str, str, str]]:
     """(benchmark, system, size) of every shipped config: the full-size tuned ones and tiny."""
     out = []
-    # benchmarks.runs(): those with an implementation to build (gpt_oss_20b and deepseekv3_671b ship
-    # configs the planner prices, and have none yet: docs/status.md says so)
+    # benchmarks.runs(): those with an implementation to build (deepseekv3_671b ships configs the
+    # planner prices, and has none yet: docs/status.md says so)
     for bench in benchmarks.runs():
         for f in sorted((REPO / "benchmarks" / bench / "configs").glob("*.yaml")):
             if f.stem == "tiny":
@@ -146,6 +147,10 @@ def test_published_sizes(built):
     assert sd["parameters_total"] == pytest.approx(866e6, rel=0.001)  # SD v2 UNet
     flux = built["flux1", RECORD["flux1"]][2]
     assert flux["parameters_total"] == 11_891_178_560  # FLUX.1-schnell's transformer
+    # gpt-oss-20b as the reference builds it (vocabulary 128,256): "20.5 B"; the experts counted
+    # once each although every rank holds 1/EP of them
+    oss = built["gpt_oss_20b", RECORD["gpt_oss_20b"]][2]
+    assert oss["parameters_total"] == 20_488_415_040
 
 
 def test_gpt3_every_stage_holds_its_share(built):

@@ -80,6 +80,10 @@ CASES = {
     "flux1": Case(
         (), ("micro_batch_size=16",), ("train_samples_cap=1024",), "validation_loss", shared="flux1"
     ),
+    # GBS 16: MBS 16 / 8; an eval every 12 steps; clean: test_gpt_oss_tiny's uninterrupted run (seed 7)
+    "gpt_oss_20b": Case(
+        (), ("micro_batch_size=8",), ("stop_after_steps=12",), "log_perplexity", shared="gpt_oss_20b"
+    ),
     "stable_diffusion": Case(
         (),
         ("micro_batch_size=16",),
@@ -96,7 +100,7 @@ CASES = {
 
 def _poison_megatron(data: Path) -> None:
     """Shuffle the validation tokens (uint16 .bin; the .idx document lengths stay): the
-    Megatron-GPT family's tiny corpus (gpt3, llama31_8b)."""
+    Megatron-GPT family's tiny corpus (gpt3, llama31_8b, gpt_oss_20b)."""
     from reference_impls.megatron_gpt.data import VALID_PREFIX
 
     path = data / f"{VALID_PREFIX}.bin"
@@ -160,6 +164,7 @@ POISON = {
     "flux1": _poison_flux1,
     "gpt3": _poison_megatron,
     "llama31_8b": _poison_megatron,
+    "gpt_oss_20b": _poison_megatron,
     "llama2_70b_lora": _poison_llama2,
     "gnn": _poison_gnn,
     "stable_diffusion": _poison_sd,
@@ -195,6 +200,7 @@ SHARED_DATA = {
     "stable_diffusion": ("sd-data", "data"),
     "llama31_8b": ("llama31-data", ""),
     "flux1": ("flux1-data", ""),
+    "gpt_oss_20b": ("gpt-oss-data", ""),
 }
 
 
@@ -232,8 +238,15 @@ def _shared_flux1(tmp_path_factory) -> tuple[Path, Path]:
     return Path(plain_run(tmp_path_factory)["run_dir"]), _prepared(tmp_path_factory, "flux1")
 
 
+def _shared_gpt_oss(tmp_path_factory) -> tuple[Path, Path]:
+    from gpt_oss_helpers import plain_run
+
+    return Path(plain_run(tmp_path_factory)["run_dir"]), _prepared(tmp_path_factory, "gpt_oss_20b")
+
+
 SHARED_RUNS = {
     "flux1": _shared_flux1,
+    "gpt_oss_20b": _shared_gpt_oss,
     "gpt3": _shared_gpt3,
     "gnn": _shared_gnn,
     "llama31_8b": _shared_llama31,

@@ -64,6 +64,9 @@ def _resolve(bench, system, sets: dict, procs=1):
 
 def _procs(sets: dict) -> int:
     keys = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size")
+    # EP is carved out of TP x CP x DP: its ranks are DP ranks here
+    if sets.get("expert_model_parallel_size", 1) > 1 and not any(k in sets for k in keys):
+        return sets["expert_model_parallel_size"]
     n = 1
     for k in keys:
         n *= sets.get(k, 1)
@@ -165,6 +168,7 @@ PROBES = {
     "llama2_70b_lora": _probe_llama2,
     "gpt3": functools.partial(_probe_megatron, "gpt3"),
     "llama31_8b": functools.partial(_probe_megatron, "llama31_8b"),
+    "gpt_oss_20b": functools.partial(_probe_megatron, "gpt_oss_20b"),
 }
 
 # The Megatron-GPT family's model, optimizer, scheduler and DDP are built by megatron-core, whose
@@ -269,6 +273,7 @@ def test_plan_layout_changes(bench, field):
     _, alt, extra = _entry(bench, field)
     sets = {**extra, field: alt}
     key = {"tensor_model_parallel_size": "tp", "pipeline_model_parallel_size": "pp"}.get(field, field)
+    key = "ep" if field == "expert_model_parallel_size" else key
     key = "vp" if field.startswith("virtual") else key
     base = _resolve(bench, "cpu-local", {}).plans[0].layout
     new = _resolve(bench, "cpu-local", sets, _procs(sets)).plans[0].layout

@@ -225,7 +225,9 @@ def test_the_final_state_is_read_after_slurm_has_finished_completing_the_job(cpu
     def fake_slurm(*argv, check=True, timeout=0):
         if argv[0] == "squeue":
             state = next(squeues, "FAILED")
-            return subprocess.CompletedProcess(argv, 0, f"5 {state} 0:09" if "%i %T %M" in argv else state, "")
+            return subprocess.CompletedProcess(
+                argv, 0, f"5 {state} 0:09" if "%i %T %M" in argv else state, ""
+            )
         state = "FAILED" if next(squeues, None) is None else "COMPLETING"
         return subprocess.CompletedProcess(argv, 0, f"JobState={state} ExitCode=134:0", "")
 

@@ -3,9 +3,9 @@
     report = diagnose("results/runs/gpt3/cpu-local/<id>")
     for f in report.findings: print(f.symptom, f.evidence, f.remedy)
 
-Inputs: harness/review/diagnose/inputs.py (log, timings.jsonl, process output, plan).
-Detectors: harness/review/diagnose/detectors.py (speed, data loading, learning rate, out of memory)
-and published.py (what any MLPerf log says: block/eval intervals, tracked_stats throughput,
+Inputs: harness/review/diagnose/inputs.py (log, timings.jsonl, routing.jsonl, process output, plan).
+Detectors: harness/review/diagnose/detectors.py (speed, data loading, learning rate, out of memory,
+unbalanced MoE experts) and published.py (what any MLPerf log says: block/eval intervals, tracked_stats throughput,
 evaluation overhead, throughput per accelerator against the best published result in a database).
 """
 

@@ -9,6 +9,7 @@ quiet: a symptom must cost a sizeable share of the time, not one slow step.
 | accelerator idle, high data-wait share        | data loading        | more workers, larger prefetch   |
 | loss diverges / eval flat or getting worse    | learning rate       | `mlperf lr-find`                |
 | out of memory                                 | batch / parallelism | GA (smaller MBS, same GBS), TP/PP|
+| MoE: busiest expert >= 2x the mean tokens     | router imbalance    | aux loss / expert bias          |
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 
 import benchmarks
 from harness.core.errors import ConfigError
+from harness.core.runfolder import ROUTING_FILE
 from harness.review.diagnose import host
 from harness.review.diagnose.inputs import RunData
 
@@ -405,4 +407,75 @@ def _try(plan, **changes) -> str | None:
     return got.describe()
 
 
-DETECTORS = (unstable_speed, data_loading, learning_rate, out_of_memory)
+# ---- 5. unbalanced experts (MoE) -----------------------------------------------------------------
+EXPERT_LOAD_RATIO = 2.0
+# Busiest expert's tokens / the mean over the layer's experts, over the last evaluation interval
+# (routing.jsonl's last line). 2x: with expert parallelism the layer waits for that expert's rank,
+# which does twice the average expert work (the layer's expert time doubles), and a capacity
+# factor of 1-1.25 would drop half its tokens; yet an interval holds thousands of tokens per expert
+# (tiny gpt_oss_20b: ~3,000), so its sampling noise is a few percent and 2x is the router, not chance.
+
+
+def expert_load(run: RunData) -> Finding | None:
+    if not run.routing:  # dense models write no routing.jsonl
+        return None
+    last = run.routing[-1]
+    worst, unbalanced, layers = None, 0, 0
+    for lay in last["layers"]:
+        tokens = lay.get("tokens") if isinstance(lay, dict) else None
+        if not isinstance(tokens, list) or not tokens or any(_num(t) is None or t < 0 for t in tokens):
+            continue
+        total = sum(tokens)
+        if total <= 0:
+            continue
+        layers += 1
+        ratio = max(tokens) * len(tokens) / total
+        unbalanced += ratio >= EXPERT_LOAD_RATIO
+        if worst is None or ratio > worst[0]:
+            worst = (ratio, lay, tokens)
+    if worst is None or worst[0] < EXPERT_LOAD_RATIO:
+        return None
+    ratio, lay, tokens = worst
+    expert = tokens.index(max(tokens))
+    path = str(run.run_dir / ROUTING_FILE) if run.run_dir else ROUTING_FILE
+    ev = {
+        "file": path,
+        "step": last["step"],
+        "layer": lay.get("layer"),
+        "expert": expert,
+        "max_over_mean": round(ratio, 3),
+        "expert_tokens": max(tokens),
+        "mean_tokens": round(sum(tokens) / len(tokens), 1),
+        "layers_unbalanced": f"{unbalanced} of {layers}",
+    }
+    for k, v in (("aux_loss", last.get("aux_loss")), ("expert_bias_absmax", lay.get("expert_bias_absmax"))):
+        if _num(v) is not None:  # null: that balancing is off
+            ev[k] = v
+    cfg = run.plan.config if run.plan is not None else {}
+    cmd = f"mlperf run {run.benchmark or 'BENCH'} --system {run.plan.submission.system if run.plan else 'SYSTEM'}"
+    coeff = cfg.get("moe_aux_loss_coeff")
+    remedy = [
+        f"raise the load-balancing loss: `{cmd} --set moe_aux_loss_coeff={max(2 * coeff, 1e-2):g}` (now {coeff:g})"
+        if _num(coeff)
+        else f"turn on the load-balancing aux loss: `{cmd} --set moe_aux_loss_coeff=1e-2` (megatron's usual "
+        "value; routing.jsonl's aux_loss then shows it)",
+        "or DeepSeek's aux-loss-free balancing: `--set moe_router_enable_expert_bias=true "
+        "--set moe_router_score_function=sigmoid` (megatron's expert bias needs sigmoid scores)"
+        if not cfg.get("moe_router_enable_expert_bias")
+        else "the expert bias (moe_router_enable_expert_bias) is on: if the imbalance persists over "
+        "several lines of routing.jsonl, add a small moe_aux_loss_coeff",
+        f"read max_over_mean over the lines of {ROUTING_FILE}: an imbalance that shrinks from evaluation "
+        "to evaluation is the router still learning; one that grows is collapse onto few experts",
+    ]
+    return Finding(
+        id="expert_load",
+        symptom="expert load is unbalanced",
+        cause="the MoE router sends most tokens to a few experts (load balancing too weak or off)",
+        evidence=ev,
+        summary=f"layer {lay.get('layer')}: expert {expert} got {ratio:.2f}x the mean tokens over the "
+        f"interval ending at step {last['step']} ({unbalanced} of {layers} layers >= {EXPERT_LOAD_RATIO:g}x; {path})",
+        remedy=remedy,
+    )
+
+
+DETECTORS = (unstable_speed, data_loading, learning_rate, out_of_memory, expert_load)

@@ -1,6 +1,7 @@
 """What `mlperf diagnose` reads about one run: the MLPerf log, the per-step timings side file
-(`timings.jsonl`: step, step_time_s, data_wait_s, samples_per_s, loss, max_rss_mb), the process
-output (stdout.log/stderr) and the plan when there is one. Torch-free; never raises on contents.
+(`timings.jsonl`: step, step_time_s, data_wait_s, samples_per_s, loss, max_rss_mb), MoE models'
+tokens per expert (`routing.jsonl`, one line per evaluation), the process output
+(stdout.log/stderr) and the plan when there is one. Torch-free; never raises on contents.
 
 A RUN_DIR (results/runs/<bench>/<system>/<id>) has all of them. A LOG may be the run's own
 mlperf.log or a claimed `result_<i>.txt`; the latter is a hard link of the run's log, so its run
@@ -9,6 +10,7 @@ folder is found by inode under `<results>/runs/`.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -17,7 +19,7 @@ from pathlib import Path
 from harness.core.errors import ConfigError
 from harness.core.files import open_input, refuse_special
 from harness.core.mllog_reader import read_events
-from harness.core.runfolder import OUTPUT_FILES, read_timings
+from harness.core.runfolder import OUTPUT_FILES, ROUTING_FILE, read_timings
 from harness.core.tree import load_system
 from harness.review.diagnose import host
 
@@ -41,6 +43,8 @@ class RunData:
     """Processes that trained (diagnose/host.py): 1 means no collectives; None: unknown."""
     host: dict | None = None
     """The load average beside the run (host_load.json; diagnose/host.py), None where not recorded."""
+    routing: list[dict] = field(default_factory=list)
+    """routing.jsonl's lines (MoE models: tokens per expert of each layer per eval interval), oldest first."""
 
     def first(self, key: str, default=None):
         for e in self.events:
@@ -134,6 +138,20 @@ def _accelerators(data: RunData, log: Path | None) -> None:
         data.accelerators = data.plan.layout.world_size
 
 
+def read_routing(path: Path) -> list[dict]:
+    """The lines of a routing.jsonl (reference_impls/megatron_gpt/routing.py) with a step and a list
+    of layers; torn or foreign lines are skipped. No file (dense models): []."""
+    out = []
+    for line in _tail(path, 2_000_000).splitlines():  # "" when absent; a cut first line is skipped
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("step"), int) and isinstance(row.get("layers"), list):
+            out.append(row)
+    return out
+
+
 def load(target: str | Path, accelerators: int | None = None, accelerator: str | None = None) -> RunData:
     p = Path(target)
     if not p.exists():
@@ -168,6 +186,7 @@ def load(target: str | Path, accelerators: int | None = None, accelerator: str |
     if run_dir is not None:
         data.timings = read_timings(run_dir / "timings.jsonl")
         data.output = "\n".join(_tail(run_dir / f) for f in OUTPUT_FILES if (run_dir / f).exists())
+        data.routing = read_routing(run_dir / ROUTING_FILE)
     _accelerators(data, data.log_path)
     data.accelerators = accelerators or data.accelerators
     data.accelerator = accelerator or data.accelerator
