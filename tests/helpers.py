@@ -383,3 +383,21 @@ def check_as_tree(result_file, dest: Path) -> dict:
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return json.loads(r.stdout)
+
+
+def run_probe(script: str, *args: str, stdin: str | None = None, timeout: float = 600):
+    """Run `script` (a Python snippet, dedented) in a fresh interpreter (megatron's CPU layer patches
+    torch process-wide) with `args` as sys.argv[1:]; it prints "PROBE" + one JSON document last.
+    Returns that document; fails with the child's stderr tail if it exited non-zero."""
+    import textwrap
+
+    r = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", textwrap.dedent(script), *args],
+        input=stdin,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.split("PROBE", 1)[1])

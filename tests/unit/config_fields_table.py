@@ -70,6 +70,22 @@ MEGATRON = {
     "tp_comm_overlap": ("gpu", True, {"sequence_parallel": True, "tensor_model_parallel_size": 2}),
 }
 
+# The C4 pretraining benchmarks' own fields (benchmarks/megatron_gpt.py AdamwPretrainConfig, GQA, RoPE):
+# llama31_8b's and gpt_oss_20b's, honoured by the same family code.
+C4_PRETRAIN = {
+    "num_query_groups": ("build:tcfg", 4),
+    "norm_epsilon": ("build:tcfg", 1e-6),
+    "rotary_base": ("build:rope", 10000),
+    "max_sequence_length": ("data", 32),
+    "opt_adamw_beta_1": ("build:optim", 0.8),
+    "opt_adamw_beta_2": ("build:optim", 0.9),
+    "opt_adamw_epsilon": ("build:optim", 1e-6),
+    "opt_adamw_weight_decay": ("build:optim", 0.01),
+    "opt_learning_rate_warmup_samples": ("build:sched", 320),
+    "max_steps": ("build:sched", 1200),
+    "stop_after_steps": ("via:stop_step", 10),
+}
+
 FIELDS = {
     "gpt3": {
         **MEGATRON,
@@ -262,28 +278,16 @@ FIELDS = {
     },
     "llama31_8b": {
         **MEGATRON,
-        "num_query_groups": ("build:tcfg", 4),
-        "norm_epsilon": ("build:tcfg", 1e-6),
-        "rotary_base": ("build:rope", 10000),
+        **C4_PRETRAIN,
         "rope_scaling_factor": ("build:rope", 1.0),
-        "max_sequence_length": ("data", 32),
-        "opt_adamw_beta_1": ("build:optim", 0.8),
-        "opt_adamw_beta_2": ("build:optim", 0.9),
-        "opt_adamw_epsilon": ("build:optim", 1e-6),
-        "opt_adamw_weight_decay": ("build:optim", 0.01),
-        "opt_learning_rate_warmup_samples": ("build:sched", 320),
-        "max_steps": ("build:sched", 1200),
-        "stop_after_steps": ("via:stop_step", 10),
     },
     "gpt_oss_20b": {
         **MEGATRON,
+        **C4_PRETRAIN,
         "num_layers": ("build:tcfg", 2),  # the tiny model has MEGATRON's 4 layers and 8 heads
         "num_attention_heads": ("build:tcfg", 4),
         "ffn_hidden_size": ("build:tcfg", 128),  # the dense layers' (moe_first_dense_layers)
-        "num_query_groups": ("build:tcfg", 4),
         "kv_channels": ("build:tcfg", 8),
-        "norm_epsilon": ("build:tcfg", 1e-6),
-        "rotary_base": ("build:rope", 10000),
         "window_size": ("build:tcfg", 8),
         "window_attn_skip_freq": ("build:tcfg", 4),
         "attention_sinks": ("build:tcfg", True),
@@ -310,13 +314,5 @@ FIELDS = {
         "v_head_dim": ("fixed", 16),
         "mtp_num_layers": ("fixed", 1),
         "pipeline_split_counts_embedding_and_loss": ("fixed", True),
-        "max_sequence_length": ("data", 32),
-        "opt_adamw_beta_1": ("build:optim", 0.8),
-        "opt_adamw_beta_2": ("build:optim", 0.9),
-        "opt_adamw_epsilon": ("build:optim", 1e-6),
-        "opt_adamw_weight_decay": ("build:optim", 0.01),
-        "opt_learning_rate_warmup_samples": ("build:sched", 320),
-        "max_steps": ("build:sched", 1200),
-        "stop_after_steps": ("via:stop_step", 10),
     },
 }

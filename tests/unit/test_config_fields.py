@@ -10,13 +10,11 @@ import ast
 import functools
 import inspect
 import json
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 from config_fields_table import FIELDS
+from helpers import run_probe
 
 import benchmarks
 from benchmarks.base import gpu_only
@@ -215,16 +213,7 @@ def _megatron_key(cfg) -> str:
 def _megatron_built(bench: str) -> dict:
     cfgs = [_cfg(bench)] + [_variant(bench, f) for f, e in FIELDS[bench].items() if e[0] in MEGATRON_BUILT]
     todo = {"bench": bench, "cfgs": {_megatron_key(c): c.model_dump() for c in cfgs}}
-    r = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", textwrap.dedent(_MEGATRON_BUILD)],
-        input=json.dumps(todo),
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads(r.stdout.split("PROBE", 1)[1])
+    return run_probe(_MEGATRON_BUILD, stdin=json.dumps(todo))
 
 
 MEGATRON_BUILT = ("build:model", "build:optim", "build:sched", "build:ddp", "build:rope")

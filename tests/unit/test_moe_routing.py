@@ -12,20 +12,16 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+from helpers import run_probe
 from test_torch_free import mlperf_without_torch
 
 import benchmarks
 from harness.core.runfolder import ROUTING_FILE
 from harness.review.diagnose import diagnose
 from harness.run import execute as runner
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _run_folder(tmp_path, ratios: list[float] | None) -> Path:
@@ -160,15 +156,7 @@ print("PROBE" + json.dumps(out))
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory):
     root = tmp_path_factory.mktemp("routing")
-    r = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", textwrap.dedent(_PROBE), str(root)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads(r.stdout.split("PROBE", 1)[1])
+    return run_probe(_PROBE, str(root))
 
 
 def test_one_forward_counts_tokens_times_topk_per_layer(probe):
