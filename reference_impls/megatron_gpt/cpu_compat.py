@@ -3,7 +3,7 @@
 megatron-core has no CPU path; it calls `torch.cuda.*` and uses `device="cuda"` literals in a few
 places, checks dtypes as `param.type() == "torch.cuda.FloatTensor"`, and its torch-norm fallback
 refuses sequence parallel. `enable()` maps exactly those to the CPU and returns the number of
-patches applied (16; 15 on a CPU-only torch build). When CUDA is available it does nothing at all
+patches applied (15; 14 on a CPU-only torch build). When CUDA is available it does nothing at all
 and returns 0: the GPU path runs megatron-core untouched.
 
     from reference_impls.megatron_gpt import cpu_compat
@@ -35,8 +35,8 @@ The patches, each answering a failure megatron-core meets on a CPU-only torch:
      torch PyPI has for Python 3.12): device queries, `.to("cuda")`, RNG and memory calls. A
      stream or event made directly in C (`torch.cuda.Stream()`) fails with torch's own CUDA
      error instead, and a CPU-only build with "Torch not compiled with CUDA enabled".
-  13-16 the mixture-of-experts layer's: the all-to-all dispatcher's side stream and split sizes,
-     biased experts, and the experts' host-RNG draws (cpu_moe.py)
+  13-15 the mixture-of-experts layer's: the all-to-all dispatcher's side stream and split sizes,
+     and biased experts (cpu_moe.py)
 and, while megatron.core is first imported only, `torch.compile` as a pass-through
 (`_import_megatron_eager`). bf16 needs nothing more: Float16Module's casts test the legacy tensor
 types, which include CPU ones, and the bf16 optimizer's checks go through patch 10.

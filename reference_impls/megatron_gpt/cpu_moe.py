@@ -1,4 +1,4 @@
-"""megatron-core's mixture-of-experts layer on a CPU-only host: cpu_compat's patches 13-16 (tested
+"""megatron-core's mixture-of-experts layer on a CPU-only host: cpu_compat's patches 13-15 (tested
 with 0.19.2; measured in issue 45: EP=2 under gloo equals EP=1, the all-to-all dispatcher bit for
 bit equal to the all-gather one). Installed by `cpu_compat.enable()`, so never on a GPU host.
 
@@ -11,10 +11,9 @@ bit equal to the all-gather one). Installed by `cpu_compat.enable()`, so never o
   15 an expert's fc2 with a bias (add_bias_linear: gpt-oss's original) adds the bias in place on
      the linear's output (mlp.py, `output += output_bias ...`), a view autograd refuses to modify:
      expert RowParallelLinear outputs are returned as their own tensors
-  16 use_cpu_initialization draws the local experts' weights from the host RNG stream the dense
-     weights draw from (layers.py _initialize_affine_weight_cpu: no RNG-tracker fork, unlike the
-     GPU path), so at EP 2 every later layer's dense weights came out different: experts are
-     built inside a fork of that stream (their weights are drawn again by expert_init.py)
+
+What the layout changes of a mixture of experts' initial weights (each rank draws its own experts)
+is not a CPU matter: layout_init.py draws them again.
 """
 
 from __future__ import annotations
@@ -41,10 +40,9 @@ class _HostStream:
 
 
 def enable() -> int:
-    """Apply patches 13-16; return how many (4)."""
+    """Apply patches 13-15; return how many (3)."""
     from megatron.core.tensor_parallel.layers import RowParallelLinear
     from megatron.core.transformer.moe import token_dispatcher as td
-    from megatron.core.transformer.moe.experts import SequentialMLP
 
     td.MoEAlltoAllTokenDispatcher.cuda_dtoh_stream = _HostStream()
     torch.cuda.stream = lambda stream=None: contextlib.nullcontext()
@@ -65,12 +63,4 @@ def enable() -> int:
         return (output.clone() if self.is_expert and bias is not None else output), bias
 
     RowParallelLinear.forward = row_forward
-
-    build = SequentialMLP.__init__
-
-    def build_forked(self, *args, **kwargs):
-        with torch.random.fork_rng(devices=[]):
-            build(self, *args, **kwargs)
-
-    SequentialMLP.__init__ = build_forked
-    return 4
+    return 3

@@ -25,7 +25,7 @@ import re
 
 import torch
 
-from reference_impls.megatron_gpt import adam_step, cpu_compat, expert_init
+from reference_impls.megatron_gpt import adam_step, cpu_compat, layout_init
 
 
 def provider(cfg):
@@ -120,7 +120,7 @@ def padded_vocab(cfg, tp: int) -> int:
 def build(cfg, layout, device: str, seed: int = 0):
     """(model chunks wrapped in megatron DDP, optimizer, scheduler, TransformerConfig); in bf16
     each chunk is DDP(Float16Module(GPTModel)) as in Megatron-LM (`unwrap` gets the GPTModel).
-    `seed`: the run's, from which a mixture of experts draws its experts (expert_init.py)."""
+    `seed`: the run's, from which a mixture of experts draws its weights (layout_init.py)."""
     from megatron.core import parallel_state as ps
     from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
     from megatron.core.models.gpt.gpt_model import GPTModel
@@ -151,8 +151,8 @@ def build(cfg, layout, device: str, seed: int = 0):
             vp_stage=vp_stage,
             **provider(cfg).model_fields(cfg),
         )
-        if tcfg.num_moe_experts:  # the same experts at every EP (expert_init.py)
-            expert_init.reinit(m, tcfg, seed)
+        if tcfg.num_moe_experts:  # the same model at every layout (layout_init.py)
+            layout_init.reinit(m, tcfg, seed, _global_names(m))
         if on_gpu:
             m = m.to(device)
         if tcfg.bf16:

@@ -8,8 +8,8 @@ dispatcher, cpu_moe.py's patches) killed with kill -9 after its first dist_check
 resumed, and TP 2 + sequence parallel + the distributed optimizer + EP 2 with the all-gather
 dispatcher. Both must give the one-process curve to 1e-5: the same tokens reach the same experts,
 only the ranks doing the work and the order of the sums change (measured 2026-12-06: see the
-tests' docstrings). That needs the experts drawn the same at every EP (expert_init.py, cpu_moe.py
-patch 16): without it EP 2's first eval is 1.2 % off."""
+tests' docstrings). That needs the weights drawn the same at every layout (layout_init.py): with
+megatron's own draws EP 2's first eval is 1.2 % off."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def test_ep2_alltoall_killed_and_resumed_gives_the_one_process_curve(tmp_path, t
     """EP 2 on 2 ranks (DP 2, 4 experts each, all-to-all dispatch), kill -9 right after the first
     checkpoint (dist_checkpointing: the experts saved sharded over EP), `--resume` at EP 2: every
     eval before the kill and after the resume equals the one-process run's to 1e-5 (measured
-    2026-12-06: within 2.9e-8). Experts drawn per rank instead of per global expert were 1.6 % off
+    2026-12-06: within 2.7e-8). Experts drawn per rank instead of per global expert were 1.6 % off
     by the third eval."""
     results = tmp_path / "results"
     stop = ("--set", f"stop_after_steps={RESUMED_STEPS}")
@@ -93,7 +93,7 @@ def test_tp2_sp_distributed_optimizer_ep2_allgather_match_one_process(tmp_path, 
     """The dgx configs' switches with EP on 2 ranks: TP 2 + sequence parallel + the distributed
     optimizer, EP 2 over the TP ranks (expert TP 1: each rank 4 whole experts), the all-gather
     dispatcher; stopped after 3 evals, each equal to the one-process run's to 1e-5 (measured
-    2026-12-06: within 6.4e-9)."""
+    2026-12-06: within 2.3e-8)."""
     sets = (
         "tensor_model_parallel_size=2",
         "sequence_parallel=true",
@@ -109,5 +109,23 @@ def test_tp2_sp_distributed_optimizer_ep2_allgather_match_one_process(tmp_path, 
     r = subprocess.run(argv, cwd=REPO, env=env(), capture_output=True, text=True, timeout=600)
     assert r.returncode == 3, r.stdout[-2000:] + r.stderr[-3000:]  # stopped after 36 steps: not reached
     (run,) = json.loads(r.stdout)["runs"]
+    got, want = _evals(run["log"]), _evals(plain_run(tmp_path_factory)["log"])
+    assert len(got) == 3 and got == pytest.approx(want[:3], rel=1e-5)
+
+
+def test_pp2_with_moe_layers_matches_one_process(tmp_path, tmp_path_factory):
+    """Two pipeline stages of 2 MoE layers each on 2 ranks (megatron's 1F1B schedule, one
+    microbatch of 16): 3 evals equal to the one-process run's to 1e-5 (measured 2026-12-06: within
+    1.3e-8). The stages draw their layers from the same (seed, global name) generators as one process
+    (layout_init.py); with megatron's own draws the second stage's layers are other weights."""
+    sets = ("pipeline_model_parallel_size=2", "stop_after_steps=36")
+    extra = ("--nproc-per-node", "2", *(a for x in sets for a in ("--set", x)))
+    argv = mlperf_argv(
+        *one_run_args("gpt_oss_20b", tmp_path / "results", prepared(tmp_path_factory), SEED, *extra)
+    )
+    r = subprocess.run(argv, cwd=REPO, env=env(), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 3, r.stdout[-2000:] + r.stderr[-3000:]  # stopped after 36 steps: not reached
+    (run,) = json.loads(r.stdout)["runs"]
+    assert json.loads((Path(run["run_dir"]) / "plan.json").read_text())["layout"]["pp"] == 2
     got, want = _evals(run["log"]), _evals(plain_run(tmp_path_factory)["log"])
     assert len(got) == 3 and got == pytest.approx(want[:3], rel=1e-5)
