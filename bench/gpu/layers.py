@@ -1,5 +1,5 @@
-"""Full-width layers on one GPU: a GPT-3 175B decoder layer, a Llama 3.1 8B decoder layer and a
-Llama 2 70B LoRA decoder layer.
+"""Full-width layers on one GPU: a GPT-3 175B decoder layer, a Llama 3.1 8B decoder layer, a
+gpt-oss-20b MoE layer, FLUX.1 blocks and a Llama 2 70B LoRA decoder layer.
 
 GPT-3 (hidden 12288, 96 heads, FFN 49152, sequence 2048, micro-batch 1, TP=1), forward + backward:
 - megatron-core `TransformerBlock` of one layer built by the benchmark's own code
@@ -20,6 +20,10 @@ Llama 2 70B LoRA (hidden 8192, 64/8 heads, FFN 28672, sequence 8192, micro-batch
 of the benchmark's model (fused QKV + peft LoRA r16 on qkv_proj/o_proj, SDPA), forward + backward,
 in bf16, in FP8 through torchao (the benchmark's fp8 switch) when torchao imports, and with its frozen
 base linears in FP8 through `torch._scaled_mm`.
+gpt-oss-20b (gpt_oss_20b): one MoE layer with the benchmark's provider (megatron_gpt/gpt_oss.py:
+router, 32 SwiGLU experts of width 2880 top-4, the all-to-all dispatcher on one rank, GQA 64/8 heads
+of width 64, RoPE), sequence 8192, micro-batch 1, bf16, forward + backward; FLOPs of the active
+path (4 of the 32 experts).
 Each row names its `path`; a row whose library is missing is `skipped` with the reason.
 """
 
@@ -32,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import benchmarks
 from bench.gpu import flops
 from bench.gpu.fp8 import swap_linears
 from bench.gpu.report import Check
@@ -41,6 +46,17 @@ from bench.gpu.timing import peak_memory_gib, reset_memory, time_steps
 GPT3_TOY = dict(hidden_size=64, num_attention_heads=4, ffn_hidden_size=256, max_sequence_length=32)
 LLAMA31_TOY = dict(
     hidden_size=64, num_attention_heads=4, num_query_groups=2, ffn_hidden_size=176, max_sequence_length=32
+)
+GPT_OSS_TOY = dict(
+    hidden_size=64,
+    num_attention_heads=8,
+    num_query_groups=2,
+    kv_channels=16,
+    num_moe_experts=8,
+    moe_router_topk=2,
+    moe_ffn_hidden_size=64,
+    window_size=16,
+    max_sequence_length=32,
 )
 LLAMA_TOY = dict(
     hidden_size=64,
@@ -116,6 +132,20 @@ def llama31_config(smoke: bool, fp8: bool = False):
     )
 
 
+def gpt_oss_config(smoke: bool):
+    """One gpt-oss-20b MoE layer as the dgx configs run it: 32 experts top-4 on one rank (EP 1),
+    sequence 8192, MBS 1 (the tokens a rank's microbatch routes), bf16."""
+    from benchmarks.gpt_oss_20b.config import GptOssConfig
+
+    return GptOssConfig(
+        num_layers=1,
+        global_batch_size=32,
+        micro_batch_size=1,
+        precision="bf16",
+        **(GPT_OSS_TOY if smoke else {}),
+    )
+
+
 FLUX_TOY = dict(heads=4, head_dim=16, axes=(4, 6, 6), image_side=4, text=8, batch=2)
 FLUX_FULL = dict(heads=24, head_dim=128, axes=(16, 56, 56), image_side=16, text=256, batch=16)
 """The reference's block shapes (diffusers defaults = FLUX.1-schnell: axes_dims_rope (16, 56, 56));
@@ -185,7 +215,7 @@ def _mcore_layer(ctx, cfg, flop: float, fp8: bool) -> dict:
     with megatron_world(ctx.device, layout):
         reset_memory(ctx.device)
         tcfg = gm.transformer_config(cfg, layout, ctx.device)
-        block = TransformerBlock(tcfg, gm.layer_spec(cfg, ctx.device), post_process=False)
+        block = TransformerBlock(tcfg, gm.layer_spec(cfg, ctx.device, tcfg), post_process=False)
         block.to(ctx.device)
         if tcfg.bf16:  # as gm.build wraps each chunk: params_dtype misses the local spec's torch norms
             block = Float16Module(tcfg, block)
@@ -204,8 +234,8 @@ def _mcore_layer(ctx, cfg, flop: float, fp8: bool) -> dict:
                 kv_channels=tcfg.kv_channels,
                 rotary_percent=1.0,
                 rotary_base=rope["rotary_base"],
-                rope_scaling=rope["rope_scaling"],
-                rope_scaling_factor=rope["rope_scaling_factor"],
+                rope_scaling=rope.get("rope_scaling", False),
+                rope_scaling_factor=rope.get("rope_scaling_factor", 8.0),
             )
             kw["rotary_pos_emb"] = emb(s).to(ctx.device)
 
@@ -234,6 +264,16 @@ def _mcore_llama31(ctx, fp8: bool) -> dict:
 
     cfg = llama31_config(ctx.smoke, fp8)
     return _mcore_layer(ctx, cfg, 3.0 * cfg.micro_batch_size * layer_fwd_flops(cfg), fp8)
+
+
+def _mcore_gpt_oss(ctx) -> dict:
+    """One MoE layer (router, the all-to-all dispatcher on one rank, 32 SwiGLU experts one GEMM
+    each: moe_grouped_gemm ships off), its FLOPs the active path's (4 of 32 experts)."""
+    cfg = gpt_oss_config(ctx.smoke)
+    cost = benchmarks.get("gpt_oss_20b").cost
+    s = cfg.max_sequence_length
+    layer = cost.fwd_flops(cfg) - s * 2 * cfg.vocab_size * cfg.hidden_size  # without the logits
+    return _mcore_layer(ctx, cfg, 3.0 * cfg.micro_batch_size * layer, False)
 
 
 class TorchGptLayer(nn.Module):
@@ -349,6 +389,12 @@ def checks(ctx) -> Iterator[Check]:
             lambda: _mcore_gpt3(ctx, True),
         ),
         ("gpt3_layer/torch/bf16", "plain PyTorch, same shapes (SDPA)", None, lambda: _torch_gpt3(ctx, False)),
+        (
+            "gpt_oss_layer/mcore/bf16",
+            f"megatron-core TransformerBlock, gpt_oss_20b's provider (one MoE layer, 32 experts top-4), {spec}",
+            no_mcore,
+            lambda: _mcore_gpt_oss(ctx),
+        ),
         (
             "llama31_layer/mcore/bf16",
             f"megatron-core TransformerBlock, llama31_8b's provider, {spec}",

@@ -124,6 +124,13 @@ def test_smoke_layers_and_steps_ran_with_their_flops(smoke):
     llama = by_name["llama31_layer/mcore/bf16"]  # the Llama provider's layer, RoPE passed as GPTModel does
     assert llama.status == "ok", llama.detail
     assert llama.figures["flops_per_step"] == 3.0 * layer_fwd_flops(llama31_config(True))
+    oss = by_name["gpt_oss_layer/mcore/bf16"]  # one MoE layer: router, 8 toy experts top-2, window 16
+    assert oss.status == "ok", oss.detail
+    # forward per token: QKV 2 x 64 x (128 + 2 x 32), projection 2 x 128 x 64, router 2 x 64 x 8, two
+    # experts 2 x 2 x 3 x 64 x 64, the norms' 2 x 3 x 64 the cost model counts as active; attention
+    # 4 x 8 heads x 16 over the 16-token window; x 32 tokens, x 3 with the backward
+    per_token = 2 * 64 * 192 + 2 * 128 * 64 + 2 * 64 * 8 + 2 * 2 * 3 * 64 * 64 + 2 * 3 * 64 + 4 * 8 * 16 * 16
+    assert oss.figures["flops_per_step"] == 3.0 * 32 * per_token
     for name in (
         "flux1_block/double/bf16",
         "flux1_block/single/bf16",
