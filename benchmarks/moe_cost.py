@@ -40,11 +40,16 @@ class MoeCost(Gpt3Cost):
         n = sum(self.stages(cfg))
         return {"total": n, "trainable": n, "active": self.active(cfg)}
 
+    @staticmethod
+    def routed(cfg: Any) -> int:
+        """The routed experts' parameters over every MoE layer (MTP's included)."""
+        return experts(cfg) * (cfg.moe_layers() + cfg.mtp_num_layers)
+
     def active(self, cfg: Any) -> int:
         """Parameters one token's matmuls use: all but the routed experts it is not sent to and the
         input embedding (a lookup), as the published "active" counts are made (gpt-oss-20b 3.6 B at
         V 201,088, DeepSeek-V3 37 B)."""
-        routed = experts(cfg) * (cfg.moe_layers() + cfg.mtp_num_layers)
+        routed = self.routed(cfg)
         kept = routed * cfg.moe_router_topk // cfg.num_moe_experts
         return sum(self.stages(cfg)) - routed + kept - cfg.vocab_size * cfg.hidden_size
 
@@ -82,7 +87,7 @@ class MoeCost(Gpt3Cost):
 
     def workload(self, cfg: Any, size: str) -> Workload:
         w = super().workload(cfg, size)
-        routed = experts(cfg) * (cfg.moe_layers() + cfg.mtp_num_layers)
+        routed = self.routed(cfg)
         e = cfg.num_moe_experts
         active = self.active(cfg)
         eps = tuple(d for d in (1, 2, 4, 8, 16, 32, 64, 128, 256) if e % d == 0)
