@@ -43,6 +43,8 @@ CHEAP: dict[str, list[str]] = {
     "gnn": [],
     # Nothing: the corpus only (pretraining from scratch: no checkpoint to pretrain).
     "llama31_8b": [],
+    # Nothing: the same corpus as llama31_8b's (from scratch too).
+    "gpt_oss_20b": [],
     # The tiny 16-channel VAE: 2 steps instead of 150.
     "flux1": ["tiny_vae_steps=2"],
     # The tiny VAE and the FID/CLIP classifier: 2 steps each instead of 150 and 300.
