@@ -200,7 +200,8 @@ def test_slurm_run_output_says_the_cache_was_not_dropped(cpu, monkeypatch):
     (d / jobinfo.CACHE_FILE).write_text("0\n")
 
     def fake_slurm(*argv, check=True, timeout=0):
-        out = "5 COMPLETED 0:09" if argv[0] == "squeue" else "JobState=COMPLETED ExitCode=0:0"
+        row = "5 COMPLETED 0:09" if "%i %T %M" in argv else "COMPLETED"  # the columns asked for
+        out = row if argv[0] == "squeue" else "JobState=COMPLETED ExitCode=0:0"
         return subprocess.CompletedProcess(argv, 0, out, "")
 
     monkeypatch.setattr(slurm, "_slurm", fake_slurm)
