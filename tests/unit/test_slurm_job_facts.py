@@ -177,6 +177,16 @@ def test_a_refused_cache_drop_is_recorded_and_reported(cpu, tmp_path, sysctl_rc,
     assert bool(refused) is (cleared == "0")
 
 
+def _squeue(argv, state: str) -> subprocess.CompletedProcess:
+    """What squeue prints for job 5 in `state`: any state with `-t all`, else (squeue's default
+    filter) only a job that is pending, running or completing; the columns the query asked for."""
+    if "-t" not in argv and state in slurm.TERMINAL:
+        out = ""
+    else:
+        out = f"5 {state} 0:09" if "%i %T %M" in argv else state
+    return subprocess.CompletedProcess(argv, 0, out, "")
+
+
 class _Monitor:
     def __init__(self):
         self.said: list[str] = []
@@ -200,9 +210,9 @@ def test_slurm_run_output_says_the_cache_was_not_dropped(cpu, monkeypatch):
     (d / jobinfo.CACHE_FILE).write_text("0\n")
 
     def fake_slurm(*argv, check=True, timeout=0):
-        row = "5 COMPLETED 0:09" if "%i %T %M" in argv else "COMPLETED"  # the columns asked for
-        out = row if argv[0] == "squeue" else "JobState=COMPLETED ExitCode=0:0"
-        return subprocess.CompletedProcess(argv, 0, out, "")
+        if argv[0] == "squeue":
+            return _squeue(argv, "COMPLETED")
+        return subprocess.CompletedProcess(argv, 0, "JobState=COMPLETED ExitCode=0:0", "")
 
     monkeypatch.setattr(slurm, "_slurm", fake_slurm)
     mon = _Monitor()
@@ -225,10 +235,7 @@ def test_the_final_state_is_read_after_slurm_has_finished_completing_the_job(cpu
 
     def fake_slurm(*argv, check=True, timeout=0):
         if argv[0] == "squeue":
-            state = next(squeues, "FAILED")
-            return subprocess.CompletedProcess(
-                argv, 0, f"5 {state} 0:09" if "%i %T %M" in argv else state, ""
-            )
+            return _squeue(argv, next(squeues, "FAILED"))
         state = "FAILED" if next(squeues, None) is None else "COMPLETING"
         return subprocess.CompletedProcess(argv, 0, f"JobState={state} ExitCode=134:0", "")
 

@@ -201,7 +201,7 @@ class SlurmLauncher:
         # The last run wrote its exit code, but Slurm may still be COMPLETING the job (killing
         # stragglers, the epilog): wait for its end, so the state we report is the final one and
         # the nodes are free for a --resume or the next job.
-        _wait_ended(job_id, ENDING_S)
+        _wait_gone(job_id, ENDING_S)
         if not array:  # an array's tasks were reported one by one
             final, rc = job_state(job_id)
             _status(monitor, plans[-1], f"slurm job {job_id} {final.lower()} (exit {rc})")
@@ -254,18 +254,9 @@ def cancel(job_ids: list[str], grace_s: float = GRACE_S) -> None:
         signal.signal(signal.SIGINT, old)
 
 
-def _wait_ended(job_id: str, timeout_s: float) -> bool:
-    """True once every row of the job (array tasks too) is in a terminal state or gone."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        p = _slurm("squeue", "-h", "-r", "-t", "all", "-j", job_id, "-o", "%T", check=False)
-        if p.returncode != 0 or all(s in TERMINAL for s in p.stdout.split()):
-            return True
-        time.sleep(POLL_S)
-    return False
-
-
 def _wait_gone(ids: str, timeout_s: float) -> bool:
+    """True once squeue lists none of the jobs: its default filter shows pending, running and
+    completing jobs only, so every one has reached its final state (or is forgotten)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         p = _slurm("squeue", "-h", "-j", ids, "-o", "%T", check=False)
