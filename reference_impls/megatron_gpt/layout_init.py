@@ -45,7 +45,7 @@ def _global_expert(name: str, first: int) -> str:
     return _GROUPED_EXPERT.sub(lambda m: f".experts.{m.group(1)}.weight{first + int(m.group(2))}", name)
 
 
-def _slice(full: torch.Tensor, p) -> torch.Tensor:
+def tp_slice(full: torch.Tensor, p) -> torch.Tensor:
     """This TP rank's part of a full tensor, as megatron's _initialize_affine_weight_cpu takes it:
     `stride` interleaved pieces along partition_dim, every TP-th one (a GLU's gate and up halves)."""
     from megatron.core import parallel_state as ps
@@ -87,6 +87,6 @@ def reinit(model, config, seed: int, names) -> int:
             torch.manual_seed(int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little") >> 1)
             full = torch.empty(_full_shape(p), dtype=p.dtype)  # drawn on the host: any device agrees
             init(full)
-            p.copy_(_slice(full, p))
+            p.copy_(tp_slice(full, p))
         drawn += 1
     return drawn

@@ -260,11 +260,7 @@ def _global_names(chunk_module):
 
 
 def _shard(full: torch.Tensor, p: torch.nn.Parameter) -> torch.Tensor:
-    from megatron.core import parallel_state as ps
-
-    if getattr(p, "tensor_model_parallel", False) and ps.get_tensor_model_parallel_world_size() > 1:
-        parts = full.chunk(ps.get_tensor_model_parallel_world_size(), dim=p.partition_dim)
-        full = parts[ps.get_tensor_model_parallel_rank()]
+    full = layout_init.tp_slice(full, p)  # this TP rank's part, as megatron's CPU init slices it
     if full.shape != p.shape:
         raise ValueError(f"checkpoint tensor {tuple(full.shape)} does not fit parameter {tuple(p.shape)}")
     return full
