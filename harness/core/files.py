@@ -92,6 +92,22 @@ def atomic_write(path: str | Path, text: str) -> None:
     atomic_write_bytes(path, text.encode())
 
 
+def append_lines(path: str | Path, data: bytes, after_torn: bool = False) -> None:
+    """Append whole lines in one open (the side files a run writes on rank 0: timings.jsonl,
+    routing.jsonl). `after_torn`: the file may end in a killed attempt's torn line (a resume's
+    first write), which then stays on its own line."""
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if after_torn and size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
 def fsync_file(path: str | Path) -> None:
     """Flush a file someone else wrote (e.g. a framework's checkpoint writer) to stable storage.
     Not best effort: a file that cannot be made durable must not be committed."""

@@ -21,7 +21,7 @@ import resource
 import time
 from pathlib import Path
 
-from harness.core.files import atomic_write
+from harness.core.files import append_lines, atomic_write
 from harness.core.runfolder import HOST_LOAD_FILE, TIMINGS_FILE
 
 
@@ -89,17 +89,8 @@ class Timings:
             return
         data = "".join(self._lines).encode()
         self._lines.clear()
-        fd = os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            size = os.fstat(fd).st_size
-            if self._check_tail and size and os.pread(fd, 1, size - 1) != b"\n":
-                data = b"\n" + data  # the torn last line of a killed attempt stays on its own line
-            self._check_tail = False
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
+        append_lines(self._path, data, after_torn=self._check_tail)
+        self._check_tail = False
 
     def _write_host(self) -> None:
         assert self._path is not None and self._host is not None

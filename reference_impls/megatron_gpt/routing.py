@@ -40,11 +40,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from pathlib import Path
 
 import torch
 
+from harness.core.files import append_lines
 from harness.core.runfolder import ROUTING_FILE
 
 AUX_LOSS_METRIC = "load_balancing_loss"  # megatron's name for the aux loss type "aux_loss"
@@ -148,13 +148,5 @@ class RoutingStats:
         """Append the line for the tokens since the previous one (rank 0 with routers; else nothing)."""
         if self._path is None or not self._routers:
             return
-        data = (json.dumps(self.line(step)) + "\n").encode()
-        fd = os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            size = os.fstat(fd).st_size
-            if self._check_tail and size and os.pread(fd, 1, size - 1) != b"\n":
-                data = b"\n" + data  # a killed attempt's torn line stays on its own line
-            self._check_tail = False
-            os.write(fd, data)
-        finally:
-            os.close(fd)
+        append_lines(self._path, (json.dumps(self.line(step)) + "\n").encode(), after_torn=self._check_tail)
+        self._check_tail = False
