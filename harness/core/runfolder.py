@@ -21,7 +21,9 @@ sees it. Torch-free: the CLI (resume, diagnose, plan --calibrate) and the ranks 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 PLAN_FILE = "plan.json"
 LOG_FILE = "mlperf.log"
@@ -57,21 +59,28 @@ def checkpoint_root(run_dir: str | Path) -> Path:
     return Path(run_dir) / CHECKPOINT_DIR
 
 
-def read_timings(path: str | Path) -> list[dict]:
-    """The rows of a timings.jsonl, one per step (for a step logged twice, by an interrupted
-    attempt and its resume, the last row counts); torn or foreign lines are skipped."""
+def jsonl_rows(text: str, ok: Callable[[Any], bool]) -> list:
+    """The lines of a run's JSON-lines side file that parse and pass `ok`, in order; a torn last
+    line of a killed run, or an edited or foreign one, is skipped."""
     rows = []
-    try:
-        text = Path(path).read_text(errors="replace")
-    except OSError:
-        return rows
     for line in text.splitlines():
         try:
             row = json.loads(line)
         except ValueError:  # JSONDecodeError, or an integer over Python's 4,300-digit limit
-            continue  # a torn last line of a killed run, or an edited one
-        if _timings_row_ok(row):
+            continue
+        if ok(row):
             rows.append(row)
+    return rows
+
+
+def read_timings(path: str | Path) -> list[dict]:
+    """The rows of a timings.jsonl, one per step (for a step logged twice, by an interrupted
+    attempt and its resume, the last row counts); torn or foreign lines are skipped."""
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return []
+    rows = jsonl_rows(text, _timings_row_ok)
     by_step: dict = {}
     for r in rows:
         by_step[r["step"]] = r

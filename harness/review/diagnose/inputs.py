@@ -10,7 +10,6 @@ folder is found by inode under `<results>/runs/`.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from pathlib import Path
 from harness.core.errors import ConfigError
 from harness.core.files import open_input, refuse_special
 from harness.core.mllog_reader import read_events
-from harness.core.runfolder import OUTPUT_FILES, ROUTING_FILE, read_timings
+from harness.core.runfolder import OUTPUT_FILES, ROUTING_FILE, jsonl_rows, read_timings
 from harness.core.tree import load_system
 from harness.review.diagnose import host
 
@@ -141,15 +140,12 @@ def _accelerators(data: RunData, log: Path | None) -> None:
 def read_routing(path: Path) -> list[dict]:
     """The lines of a routing.jsonl (reference_impls/megatron_gpt/routing.py) with a step and a list
     of layers; torn or foreign lines are skipped. No file (dense models): []."""
-    out = []
-    for line in _tail(path, 2_000_000).splitlines():  # "" when absent; a cut first line is skipped
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(row, dict) and isinstance(row.get("step"), int) and isinstance(row.get("layers"), list):
-            out.append(row)
-    return out
+    return jsonl_rows(  # _tail: "" when absent; a cut first line is skipped
+        _tail(path, 2_000_000),
+        lambda r: (
+            isinstance(r, dict) and isinstance(r.get("step"), int) and isinstance(r.get("layers"), list)
+        ),
+    )
 
 
 def load(target: str | Path, accelerators: int | None = None, accelerator: str | None = None) -> RunData:
