@@ -240,6 +240,27 @@ def prepared_once(tmp_path_factory, name: str, benchmark: str, sub: str = "") ->
     return folder / sub if sub else folder
 
 
+SHARED_SEED = 7
+"""The seed of a benchmark's shared uninterrupted run (shared_run), also its GA test's
+(test_every_benchmark CASES)."""
+
+
+def shared_data(tmp_path_factory, benchmark: str) -> Path:
+    """`mlperf prepare BENCHMARK` once per pytest run, the folder every test module of it reads (the
+    on-demand prepare inside `mlperf run` is gpt3's quick-start test's; prepare is the same code)."""
+    return prepared_once(tmp_path_factory, f"{benchmark}-data", benchmark)
+
+
+def shared_run(tmp_path_factory, benchmark: str) -> dict:
+    """One uninterrupted run of BENCHMARK (seed SHARED_SEED, the newest ruleset) to its tiny
+    target, once per pytest run: what its resume, layout and GA tests compare with."""
+    data = shared_data(tmp_path_factory, benchmark)
+    doc = uninterrupted_run(tmp_path_factory, f"{benchmark}-plain", benchmark, data, SHARED_SEED)
+    (run,) = doc["runs"]
+    assert run["status"] == "success", run
+    return run
+
+
 def once_per_run(tmp_path_factory, name: str, make) -> Path:
     """`make(folder)` for `name` once per pytest run, whichever worker asks first; the others wait
     on a file lock and reuse the folder. An uninterrupted run that several tests compare with (or a

@@ -25,7 +25,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import REPO, env, events, mlperf_argv, prepared_once, uninterrupted_run
+from helpers import (
+    REPO,
+    SHARED_SEED,
+    env,
+    events,
+    mlperf_argv,
+    prepared_once,
+    shared_data,
+    shared_run,
+    uninterrupted_run,
+)
 
 import benchmarks
 from harness.core import data_manifest
@@ -54,35 +64,34 @@ class Case:
     """--set values that end a short run right after its first logged loss and evaluation."""
     metric: str
     """The eval_accuracy whose first value the poisoned run must fail (FID/CLIP: the metadata's)."""
-    seed: int = 7
+    seed: int = SHARED_SEED
     """Both runs' seed (a shared run's own)."""
-    shared: str | None = None
-    """SHARED_RUNS' clean run for this benchmark (at the shipped GA), instead of a short one."""
+    shared: bool = False
+    """The clean run is the benchmark's shared one (at the shipped GA: _shared), not a short one."""
 
 
 CASES = {
     # GBS 16: MBS 16 (GA 1) / 8 (GA 2); an eval (and the loss) every 12 steps; clean: the quick start's seed 3
-    "gpt3": Case((), ("micro_batch_size=8",), ("max_steps=12",), "log_perplexity", seed=3, shared="gpt3"),
+    "gpt3": Case((), ("micro_batch_size=8",), ("max_steps=12",), "log_perplexity", seed=3, shared=True),
     # GBS 8: MBS 8 / 4; an eval every 12 steps, the first one kept (the rules skip 3)
     "llama2_70b_lora": Case((), ("micro_batch_size=4",), ("max_steps=12", "skip_evals=0"), "eval_loss"),
     # GBS 256: MBS 256 / 128 (the shipped GA 2); 46 steps an epoch, 0.05 epoch = 3 steps, an eval
     # there; clean: test_gnn_tiny's plain run (seed 11, GA 2), so the poisoned one runs at GA 1
-    "gnn": Case((), ("micro_batch_size=256",), ("max_epochs=0.05",), "accuracy", seed=11, shared="gnn"),
+    "gnn": Case((), ("micro_batch_size=256",), ("max_epochs=0.05",), "accuracy", seed=11, shared=True),
     # GBS 32: MBS 32 / 16; the loss is read back at a UNet checkpoint, here the first one at 1,600
     # images (50 steps, the shipped cadence), scored there (eval_start_images, shipped 9,600) with 2
     # sampling steps instead of 4 (both runs alike), then the cap ends it
     # GBS 16: MBS 16 / 8; an eval every 12 steps; clean: test_llama31_tiny's uninterrupted run (seed 7)
-    "llama31_8b": Case(
-        (), ("micro_batch_size=8",), ("stop_after_steps=12",), "log_perplexity", shared="llama31_8b"
-    ),
+    "llama31_8b": Case((), ("micro_batch_size=8",), ("stop_after_steps=12",), "log_perplexity", shared=True),
     # GBS 32: MBS 32 / 16; an eval (and the loss) every 32 steps, the cap ends it there; clean:
     # test_flux1_tiny's uninterrupted run (seed 7)
-    "flux1": Case(
-        (), ("micro_batch_size=16",), ("train_samples_cap=1024",), "validation_loss", shared="flux1"
-    ),
+    "flux1": Case((), ("micro_batch_size=16",), ("train_samples_cap=1024",), "validation_loss", shared=True),
     # GBS 16: MBS 16 / 8; an eval every 12 steps; clean: test_gpt_oss_tiny's uninterrupted run (seed 7)
-    "gpt_oss_20b": Case(
-        (), ("micro_batch_size=8",), ("stop_after_steps=12",), "log_perplexity", shared="gpt_oss_20b"
+    "gpt_oss_20b": Case((), ("micro_batch_size=8",), ("stop_after_steps=12",), "log_perplexity", shared=True),
+    # GBS 16: MBS 16 / 8; the first eval at 48 steps (tiny eval_first_samples 768), the stop there;
+    # clean: test_deepseek_tiny's uninterrupted run (seed 7), from the prepared starting checkpoint
+    "deepseekv3_671b": Case(
+        (), ("micro_batch_size=8",), ("stop_after_steps=48",), "log_perplexity", shared=True
     ),
     "stable_diffusion": Case(
         (),
@@ -100,7 +109,7 @@ CASES = {
 
 def _poison_megatron(data: Path) -> None:
     """Shuffle the validation tokens (uint16 .bin; the .idx document lengths stay): the
-    Megatron-GPT family's tiny corpus (gpt3, llama31_8b, gpt_oss_20b)."""
+    Megatron-GPT family's tiny corpus (gpt3, llama31_8b, gpt_oss_20b, deepseekv3_671b)."""
     from reference_impls.megatron_gpt.data import VALID_PREFIX
 
     path = data / f"{VALID_PREFIX}.bin"
@@ -165,6 +174,7 @@ POISON = {
     "gpt3": _poison_megatron,
     "llama31_8b": _poison_megatron,
     "gpt_oss_20b": _poison_megatron,
+    "deepseekv3_671b": _poison_megatron,
     "llama2_70b_lora": _poison_llama2,
     "gnn": _poison_gnn,
     "stable_diffusion": _poison_sd,
@@ -198,9 +208,6 @@ SHARED_DATA = {
     "llama2_70b_lora": ("llama2-data", ""),
     "gnn": ("gnn-data", ""),
     "stable_diffusion": ("sd-data", "data"),
-    "llama31_8b": ("llama31-data", ""),
-    "flux1": ("flux1-data", ""),
-    "gpt_oss_20b": ("gpt-oss-data", ""),
 }
 
 
@@ -209,6 +216,8 @@ def _prepared(tmp_path_factory, bench: str) -> Path:
         from gpt3_helpers import prepared_data_dir
 
         return prepared_data_dir(tmp_path_factory)
+    if bench not in SHARED_DATA:  # the benchmark's own test module's (helpers.shared_data)
+        return shared_data(tmp_path_factory, bench)
     name, sub = SHARED_DATA[bench]
     return prepared_once(tmp_path_factory, name, bench, sub)
 
@@ -226,31 +235,15 @@ def _shared_gnn(tmp_path_factory) -> tuple[Path, Path]:
     return Path(doc["runs"][0]["run_dir"]), data
 
 
-def _shared_llama31(tmp_path_factory) -> tuple[Path, Path]:
-    from llama31_helpers import plain_run
-
-    return Path(plain_run(tmp_path_factory)["run_dir"]), _prepared(tmp_path_factory, "llama31_8b")
+SHARED_RUNS = {"gpt3": _shared_gpt3, "gnn": _shared_gnn}  # -> (run folder, data)
 
 
-def _shared_flux1(tmp_path_factory) -> tuple[Path, Path]:
-    from flux1_helpers import plain_run
-
-    return Path(plain_run(tmp_path_factory)["run_dir"]), _prepared(tmp_path_factory, "flux1")
-
-
-def _shared_gpt_oss(tmp_path_factory) -> tuple[Path, Path]:
-    from gpt_oss_helpers import plain_run
-
-    return Path(plain_run(tmp_path_factory)["run_dir"]), _prepared(tmp_path_factory, "gpt_oss_20b")
-
-
-SHARED_RUNS = {
-    "flux1": _shared_flux1,
-    "gpt_oss_20b": _shared_gpt_oss,
-    "gpt3": _shared_gpt3,
-    "gnn": _shared_gnn,
-    "llama31_8b": _shared_llama31,
-}  # -> (run folder, data)
+def _shared(tmp_path_factory, bench: str) -> tuple[Path, Path]:
+    """The clean run at the shipped GA: SHARED_RUNS' or the benchmark's own module's
+    (helpers.shared_run, seed SHARED_SEED)."""
+    if bench in SHARED_RUNS:
+        return SHARED_RUNS[bench](tmp_path_factory)
+    return Path(shared_run(tmp_path_factory, bench)["run_dir"]), shared_data(tmp_path_factory, bench)
 
 
 def _short_run(tmp: Path, bench: str, data: Path, sets: tuple[str, ...], seed: int) -> Path:
@@ -275,7 +268,7 @@ def test_ga2_logs_the_ga1_loss_and_the_eval_reads_the_validation_split(bench, tm
     case, b = CASES[bench], benchmarks.get(bench)
 
     if case.shared:  # the clean run at the shipped GA; the poisoned one at the other
-        clean_run, data = SHARED_RUNS[case.shared](tmp_path_factory)
+        clean_run, data = _shared(tmp_path_factory, bench)
     else:
         data = _prepared(tmp_path_factory, bench)
         clean_run = _short_run(tmp_path / "clean", bench, data, case.clean + case.stop, case.seed)

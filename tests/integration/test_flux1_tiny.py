@@ -12,9 +12,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from flux1_helpers import SEED, plain_run, prepared
 from helpers import (
     REPO,
+    SHARED_SEED,
     assert_resumed_curve_matches,
     check_as_tree,
     env,
@@ -23,6 +23,8 @@ from helpers import (
     mlperf_argv,
     one_run_args,
     resume_run,
+    shared_data,
+    shared_run,
 )
 
 import benchmarks
@@ -37,7 +39,7 @@ def _evals(log) -> list[float]:
 
 
 def test_a_run_reaches_the_target_and_its_tree_passes_6_1_0(tmp_path, tmp_path_factory):
-    run = plain_run(tmp_path_factory)
+    run = shared_run(tmp_path_factory, "flux1")
     ev = events(Path(run["result_file"]))
     hp = {e["key"]: e["value"] for e in ev}
     assert hp["harness_ruleset"] == "6.1.0" and hp["submission_benchmark"] == "flux1"
@@ -75,11 +77,15 @@ def test_two_ranks_follow_the_one_process_curve(layout, tmp_path, tmp_path_facto
     sets, rel = LAYOUTS[layout]
     sets = (*sets, "micro_batch_size=16", "train_samples_cap=3072")  # GBS 32 = DP 2 x MBS 16
     extra = ("--nproc-per-node", "2", *(a for x in sets for a in ("--set", x)))
-    argv = mlperf_argv(*one_run_args("flux1", tmp_path / "results", prepared(tmp_path_factory), SEED, *extra))
+    argv = mlperf_argv(
+        *one_run_args(
+            "flux1", tmp_path / "results", shared_data(tmp_path_factory, "flux1"), SHARED_SEED, *extra
+        )
+    )
     r = subprocess.run(argv, cwd=REPO, env=env(), capture_output=True, text=True, timeout=600)
     assert r.returncode == 3, r.stdout[-2000:] + r.stderr[-3000:]  # stopped by the cap: not reached
     (run,) = json.loads(r.stdout)["runs"]
-    got, want = _evals(run["log"]), _evals(plain_run(tmp_path_factory)["log"])
+    got, want = _evals(run["log"]), _evals(shared_run(tmp_path_factory, "flux1")["log"])
     assert len(got) == 3 and got == pytest.approx(want[:3], rel=rel)
     if "precision=bf16" in sets:
         assert got != pytest.approx(want[:3], rel=1e-5)
@@ -93,7 +99,9 @@ def test_kill9_then_resume_under_6_0_0_gives_the_same_curve_and_passes_check(tmp
     evaluation cadence the package checks differently), its log passes `mlperf check`."""
     results = tmp_path / "results"
     argv = mlperf_argv(
-        *one_run_args("flux1", results, prepared(tmp_path_factory), SEED, "--ruleset", "6.0.0")
+        *one_run_args(
+            "flux1", results, shared_data(tmp_path_factory, "flux1"), SHARED_SEED, "--ruleset", "6.0.0"
+        )
     )
     run, _ = kill_after_first_checkpoint(argv, results / "runs" / "flux1" / "cpu-local")
     record = resume_run("flux1", run)
@@ -102,7 +110,7 @@ def test_kill9_then_resume_under_6_0_0_gives_the_same_curve_and_passes_check(tmp
     keys = [e["key"] for e in ev]
     assert keys.count("run_start") == keys.count("run_stop") == keys.count("harness_resumed") == 1
     assert ev[keys.index("harness_resumed")]["value"] == 32
-    reference = plain_run(tmp_path_factory)
+    reference = shared_run(tmp_path_factory, "flux1")
     assert assert_resumed_curve_matches(run, reference["log"], rel=1e-6) >= 2
     c = subprocess.run(
         mlperf_argv("check", record["result_file"], "--json"),

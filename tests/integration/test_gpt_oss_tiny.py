@@ -18,9 +18,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from gpt_oss_helpers import SEED, plain_run, prepared
 from helpers import (
     REPO,
+    SHARED_SEED,
     assert_resumed_curve_matches,
     check_as_tree,
     env,
@@ -29,6 +29,8 @@ from helpers import (
     mlperf_argv,
     one_run_args,
     resume_run,
+    shared_data,
+    shared_run,
 )
 
 import benchmarks
@@ -46,7 +48,7 @@ def _evals(log) -> list[float]:
 
 
 def test_a_run_reaches_the_target_logs_ep_and_its_tree_passes_6_1_0(tmp_path, tmp_path_factory):
-    run = plain_run(tmp_path_factory)
+    run = shared_run(tmp_path_factory, "gpt_oss_20b")
     ev = events(Path(run["result_file"]))
     hp = {e["key"]: e["value"] for e in ev}
     assert hp["submission_benchmark"] == "gpt_oss_20b" and hp["expert_parallelism"] == 1
@@ -69,7 +71,11 @@ def test_ep2_alltoall_killed_and_resumed_gives_the_one_process_curve(tmp_path, t
     by the third eval."""
     results = tmp_path / "results"
     stop = ("--set", f"stop_after_steps={RESUMED_STEPS}")
-    argv = mlperf_argv(*one_run_args("gpt_oss_20b", results, prepared(tmp_path_factory), SEED, *EP2, *stop))
+    argv = mlperf_argv(
+        *one_run_args(
+            "gpt_oss_20b", results, shared_data(tmp_path_factory, "gpt_oss_20b"), SHARED_SEED, *EP2, *stop
+        )
+    )
     run, _ = kill_after_first_checkpoint(argv, results / "runs" / "gpt_oss_20b" / "cpu-local")
     record = resume_run("gpt_oss_20b", run, ok=(3,))  # stopped at stop_after_steps: not reached
     assert record["status"] == "aborted", record
@@ -80,11 +86,13 @@ def test_ep2_alltoall_killed_and_resumed_gives_the_one_process_curve(tmp_path, t
     assert keys.count("harness_resumed") == 1 and ev[keys.index("harness_resumed")]["value"] == 36
     hp = {e["key"]: e["value"] for e in ev}
     assert hp["expert_parallelism"] == 2
-    want = _evals(plain_run(tmp_path_factory)["log"])
+    want = _evals(shared_run(tmp_path_factory, "gpt_oss_20b")["log"])
     before = [e["value"] for e in ev[: keys.index("harness_resumed")] if e["key"] == "eval_accuracy"]
     assert before == pytest.approx(want[: len(before)], rel=1e-5) and len(before) >= 3
     assert (
-        assert_resumed_curve_matches(run, plain_run(tmp_path_factory)["log"], rel=1e-5, stopped_early=True)
+        assert_resumed_curve_matches(
+            run, shared_run(tmp_path_factory, "gpt_oss_20b")["log"], rel=1e-5, stopped_early=True
+        )
         == 2
     )
 
@@ -104,12 +112,18 @@ def test_tp2_sp_distributed_optimizer_ep2_allgather_match_one_process(tmp_path, 
     )
     extra = ("--nproc-per-node", "2", *(a for x in sets for a in ("--set", x)))
     argv = mlperf_argv(
-        *one_run_args("gpt_oss_20b", tmp_path / "results", prepared(tmp_path_factory), SEED, *extra)
+        *one_run_args(
+            "gpt_oss_20b",
+            tmp_path / "results",
+            shared_data(tmp_path_factory, "gpt_oss_20b"),
+            SHARED_SEED,
+            *extra,
+        )
     )
     r = subprocess.run(argv, cwd=REPO, env=env(), capture_output=True, text=True, timeout=600)
     assert r.returncode == 3, r.stdout[-2000:] + r.stderr[-3000:]  # stopped after 36 steps: not reached
     (run,) = json.loads(r.stdout)["runs"]
-    got, want = _evals(run["log"]), _evals(plain_run(tmp_path_factory)["log"])
+    got, want = _evals(run["log"]), _evals(shared_run(tmp_path_factory, "gpt_oss_20b")["log"])
     assert len(got) == 3 and got == pytest.approx(want[:3], rel=1e-5)
 
 
@@ -121,11 +135,17 @@ def test_pp2_with_moe_layers_matches_one_process(tmp_path, tmp_path_factory):
     sets = ("pipeline_model_parallel_size=2", "stop_after_steps=36")
     extra = ("--nproc-per-node", "2", *(a for x in sets for a in ("--set", x)))
     argv = mlperf_argv(
-        *one_run_args("gpt_oss_20b", tmp_path / "results", prepared(tmp_path_factory), SEED, *extra)
+        *one_run_args(
+            "gpt_oss_20b",
+            tmp_path / "results",
+            shared_data(tmp_path_factory, "gpt_oss_20b"),
+            SHARED_SEED,
+            *extra,
+        )
     )
     r = subprocess.run(argv, cwd=REPO, env=env(), capture_output=True, text=True, timeout=600)
     assert r.returncode == 3, r.stdout[-2000:] + r.stderr[-3000:]  # stopped after 36 steps: not reached
     (run,) = json.loads(r.stdout)["runs"]
     assert json.loads((Path(run["run_dir"]) / "plan.json").read_text())["layout"]["pp"] == 2
-    got, want = _evals(run["log"]), _evals(plain_run(tmp_path_factory)["log"])
+    got, want = _evals(run["log"]), _evals(shared_run(tmp_path_factory, "gpt_oss_20b")["log"])
     assert len(got) == 3 and got == pytest.approx(want[:3], rel=1e-5)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from helpers import (
     REPO,
+    SHARED_SEED,
     assert_resumed_curve_matches,
     check_as_tree,
     env,
@@ -26,8 +27,9 @@ from helpers import (
     mlperf_argv,
     one_run_args,
     resume_run,
+    shared_data,
+    shared_run,
 )
-from llama31_helpers import SEED, plain_run, prepared
 
 import benchmarks
 
@@ -39,7 +41,7 @@ RESUMED_STEPS = 60
 
 
 def test_a_run_reaches_the_target_logs_samples_and_its_tree_passes_6_1_0(tmp_path, tmp_path_factory):
-    run = plain_run(tmp_path_factory)
+    run = shared_run(tmp_path_factory, "llama31_8b")
     ev = events(Path(run["result_file"]))
     hp = {e["key"]: e["value"] for e in ev}
     assert hp["harness_ruleset"] == "6.1.0" and hp["submission_benchmark"] == "llama31_8b"
@@ -64,7 +66,9 @@ def test_two_runs_under_6_0_0_reach_the_target_and_pass_check(tmp_path, tmp_path
     6.0.0 result folder (10 logs: check_as_tree)."""
     res = tmp_path / "results"
     args = ["--runs", "2", "--seed", "1", "--ruleset", "6.0.0", "--results-dir", str(res)]
-    argv = mlperf_argv("run", "llama31_8b", *args, "--data-dir", str(prepared(tmp_path_factory)), "--json")
+    argv = mlperf_argv(
+        "run", "llama31_8b", *args, "--data-dir", str(shared_data(tmp_path_factory, "llama31_8b")), "--json"
+    )
     r = subprocess.run(argv, cwd=REPO, env=env(), capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     runs = json.loads(r.stdout)["runs"]
@@ -99,14 +103,22 @@ def test_tp2_sequence_parallel_distributed_optimizer_match_one_process(tmp_path,
     )
     extra = ("--nproc-per-node", "2", *(a for x in sets for a in ("--set", x)))
     argv = mlperf_argv(
-        *one_run_args("llama31_8b", tmp_path / "results", prepared(tmp_path_factory), SEED, *extra)
+        *one_run_args(
+            "llama31_8b",
+            tmp_path / "results",
+            shared_data(tmp_path_factory, "llama31_8b"),
+            SHARED_SEED,
+            *extra,
+        )
     )
     r = subprocess.run(argv, cwd=REPO, env=env(), capture_output=True, text=True, timeout=600)
     assert r.returncode == 3, r.stdout[-2000:] + r.stderr[-3000:]  # stopped after 36 steps: not reached
     (run,) = json.loads(r.stdout)["runs"]
     got = [e["value"] for e in events(Path(run["log"])) if e["key"] == "eval_accuracy"]
     want = [
-        e["value"] for e in events(Path(plain_run(tmp_path_factory)["log"])) if e["key"] == "eval_accuracy"
+        e["value"]
+        for e in events(Path(shared_run(tmp_path_factory, "llama31_8b")["log"]))
+        if e["key"] == "eval_accuracy"
     ]
     assert len(got) == 3 and got == pytest.approx(want[:3], rel=1e-5)
 
@@ -118,7 +130,9 @@ def test_kill9_after_the_first_checkpoint_then_resume_gives_the_same_curve(tmp_p
     resume agrees bit for bit). The killed run stops at RESUMED_STEPS, long before the target."""
     results = tmp_path / "results"
     stop = ("--set", f"stop_after_steps={RESUMED_STEPS}")
-    argv = mlperf_argv(*one_run_args("llama31_8b", results, prepared(tmp_path_factory), SEED, *stop))
+    argv = mlperf_argv(
+        *one_run_args("llama31_8b", results, shared_data(tmp_path_factory, "llama31_8b"), SHARED_SEED, *stop)
+    )
     run, _ = kill_after_first_checkpoint(argv, results / "runs" / "llama31_8b" / "cpu-local")
     record = resume_run("llama31_8b", run, ok=(3,))  # stopped at stop_after_steps: not reached
     assert record["status"] == "aborted", record
@@ -126,5 +140,5 @@ def test_kill9_after_the_first_checkpoint_then_resume_gives_the_same_curve(tmp_p
     keys = [e["key"] for e in ev]
     assert keys.count("run_start") == keys.count("run_stop") == keys.count("harness_resumed") == 1
     assert ev[keys.index("harness_resumed")]["value"] == 36  # the first checkpoint's step
-    reference = plain_run(tmp_path_factory)  # only now: the other worker may be making it
+    reference = shared_run(tmp_path_factory, "llama31_8b")  # only now: the other worker may be making it
     assert assert_resumed_curve_matches(run, reference["log"], rel=1e-5, stopped_early=True) == 2
