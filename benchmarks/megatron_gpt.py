@@ -91,6 +91,9 @@ class MegatronGptConfig(BenchmarkConfig):
     FROM_CHECKPOINT: ClassVar[bool] = False
     """The run starts from a checkpoint (gpt3: the reference's, at start_step(); tiny: one that
     `prepare` pretrains), else from the init (llama31_8b: pretraining from scratch)."""
+    START_WEIGHTS_ONLY: ClassVar[bool] = False
+    """The starting checkpoint is read for the model's weights only, with a fresh optimizer
+    (deepseekv3_671b: the reference loads with load_optim=False); else model and Adam state (gpt3)."""
     LOGGED: ClassVar[tuple[str, ...]] = ()
     """Config fields the run logs under their own names, after global_batch_size and
     gradient_accumulation_steps (the benchmark's closed_<name>.yaml keys)."""
@@ -140,6 +143,10 @@ class MegatronGptConfig(BenchmarkConfig):
         checkpoint's, or 0 from scratch."""
         return 0
 
+    def start_pretrain_steps(self) -> int:
+        """Tiny size: steps `prepare` pretrains the starting checkpoint for (FROM_CHECKPOINT only)."""
+        return 0
+
     def decay_end_step(self) -> int:
         """The step the cosine decay reaches the end LR at (megatron's lr_decay_steps, counted
         from step 0): opt_learning_rate_decay_steps where the rules count decay that way (gpt3)."""
@@ -166,6 +173,11 @@ class MegatronGptConfig(BenchmarkConfig):
     @property
     def eval_interval_steps(self) -> int:
         return math.ceil(self.eval_interval_samples / self.global_batch_size)
+
+    def next_eval_step(self, step: int) -> int:
+        """The optimizer step of the evaluation after `step` (every eval_interval_steps; a
+        benchmark whose rules fix the first point otherwise overrides it)."""
+        return step + self.eval_interval_steps
 
     def lowest_precision(self, device: str) -> dict[str, str]:
         """What reference_impls/megatron_gpt/model.py builds (the keys: BenchmarkConfig.lowest_precision)."""

@@ -83,9 +83,10 @@ class MegatronMoeConfig(AdamwPretrainConfig):
     expert_model_parallel_size: int = Field(1, ge=1)
     """EP degree: the routed experts split over this many ranks (must divide TP x CP x DP)."""
     pipeline_split_counts_embedding_and_loss: bool = False
-    """Pipeline stages balance the embedding, each MTP layer and the loss as one layer each (megatron
-    account_for_embedding/loss_in_pipeline_split, as DeepSeek-V3's layouts do: 1 + 61 + 1 + 1 = 64
-    units split over PP x VP); False: the transformer layers alone split evenly."""
+    """Pipeline stages balance the embedding, each MTP layer and the loss as one layer each
+    (1 + 61 + 1 + 1 = 64 units in equal chunks over PP x VP, passed as megatron's
+    pipeline_model_parallel_layout: PP 4 puts the embedding + 15 layers, 16, 16, 14 layers + MTP +
+    loss; Megatron-Bridge's DeepSeek-V3 map puts 16, 16, 16, 13); False: the layers split evenly."""
 
     SWITCHES: ClassVar[dict[str, Switch]] = {
         **AdamwPretrainConfig.SWITCHES,
@@ -139,6 +140,11 @@ class MegatronMoeConfig(AdamwPretrainConfig):
             raise ValueError(
                 f"expert_model_parallel_size {self.expert_model_parallel_size} does not divide "
                 f"num_moe_experts {self.num_moe_experts}"
+            )
+        if self.tensor_model_parallel_size > 1 and not self.sequence_parallel:
+            # megatron-core's MoELayer raises at the first training step otherwise
+            raise ValueError(
+                "a mixture of experts at tensor_model_parallel_size > 1 needs sequence_parallel=true"
             )
         if self.moe_first_dense_layers > self.num_layers:
             raise ValueError(f"moe_first_dense_layers {self.moe_first_dense_layers} exceeds num_layers")

@@ -100,6 +100,8 @@ def _stages(c: MegatronMoeConfig, tp: int, pp: int, ep: int) -> tuple[tuple[int,
     for _ in range(c.mtp_num_layers):
         out[-1][0] += 2 * h + 2 * h * h // tp + attention(c, tp) + dense_mlp(c, tp, True) + h
         out[-1][1] += experts(c) // ep
+    if c.mtp_num_layers and pp > 1:  # MTP embeds its input on the last stage: a copy of the
+        out[-1][0] += rows  # word embedding there, kept equal to the first stage's (as tied ones are)
     return tuple((d, e) for d, e in out)
 
 

@@ -2,8 +2,8 @@
 are the model of the reference (mlcommons/training llm_moe_pretraining/nemo/, Megatron-Bridge): 61
 layers (3 dense, 58 MoE), hidden 7168, multi-latent attention (128 heads, q_lora 1536, kv_lora 512,
 qk 128 + rope 64, v 128), 256 routed experts of width 2048 top-8 + 1 shared expert, a sigmoid router
-with expert bias and group-limited routing (8 groups, top 4), one MTP layer. The run continues from
-a checkpoint (FROM_CHECKPOINT); no implementation yet (issue 45).
+with expert bias and group-limited routing (8 groups, top 4), one MTP layer. The run starts from a
+checkpoint's weights with a fresh optimizer and schedule (FROM_CHECKPOINT, START_WEIGHTS_ONLY).
 
 Closed-rule arithmetic (closed_deepseekv3_671b.yaml; 6.1.0 adds the first eval's count):
     GBS           >= 15,360 sequences of 4,096 tokens
@@ -37,8 +37,22 @@ class DeepseekV3Config(MegatronMoeConfig):
     """Attention heads of MLA."""
     ffn_hidden_size: int = Field(18432, ge=8)
     """SwiGLU width of the dense layers' MLP."""
-    multi_latent_attention: bool = True
-    """Multi-latent attention (megatron MLASelfAttention)."""
+    multi_latent_attention: Literal[True] = True
+    """Multi-latent attention (megatron MLASelfAttention); the provider builds no other."""
+    # gpt-oss's attention fields: MLA has no KV groups, sets its own head widths, and DeepSeek-V3
+    # neither windows, sinks nor biases, so each admits the one value the provider builds.
+    num_query_groups: Literal[1] = 1  # pyrefly: ignore[bad-override]
+    """Unused: MLA compresses keys and values into one latent instead of KV groups."""
+    kv_channels: Literal[None] = None  # pyrefly: ignore[bad-override]
+    """Unused: MLA's head widths are qk_head_dim + qk_pos_emb_head_dim and v_head_dim."""
+    window_size: Literal[0] = 0  # pyrefly: ignore[bad-override]
+    """No sliding window: every layer attends fully."""
+    window_attn_skip_freq: Literal[1] = 1  # pyrefly: ignore[bad-override]
+    """No sliding window (gpt-oss's alternation)."""
+    attention_sinks: Literal[False] = False  # pyrefly: ignore[bad-override]
+    """No learned softmax offsets."""
+    add_bias_linear: Literal[False] = False  # pyrefly: ignore[bad-override]
+    """No linear biases."""
     q_lora_rank: int = Field(1536, ge=0)
     """Compressed query width."""
     kv_lora_rank: int = Field(512, ge=0)
@@ -98,12 +112,21 @@ class DeepseekV3Config(MegatronMoeConfig):
     # ---- data, evaluation, stopping --------------------------------------------------------------
     eval_interval_samples: int = Field(1, ge=1)
     """After the first eval, evaluate every ceil(eval_interval_samples / GBS) steps (1: every step)."""
+    eval_first_samples: int | None = Field(None, ge=1)
+    """Sequences trained before the first evaluation; default (and 6.1.0's rule) GBS x
+    floor(42 + 24576 / GBS) (the tiny size: its own, in its tiny rules)."""
     eval_samples: int = Field(1024, ge=1)
     """Logged `eval_samples`: validation sequences per evaluation (closed: 1,024)."""
     train_samples_cap: int = Field(2_000_000, ge=1)
     """Stop (aborted) after this many sequences (the RCPs converge at 691,200-866,304)."""
 
+    tiny_start_steps: int = Field(24, ge=0)
+    """Tiny size: steps `mlperf prepare` pretrains the starting checkpoint for (the full size's is
+    the reference's: DeepSeek-V3 after 50 router-adapting steps)."""
+
     FROM_CHECKPOINT: ClassVar[bool] = True
+    START_WEIGHTS_ONLY: ClassVar[bool] = True  # the reference: load_optim=False, schedule from 0
+    MODEL_PROVIDER: ClassVar[str] = "reference_impls.megatron_gpt.deepseek"
     LOGGED: ClassVar[tuple[str, ...]] = (*ADAMW_LOGGED, "moe_aux_loss_coeff")
 
     @model_validator(mode="after")
@@ -115,7 +138,14 @@ class DeepseekV3Config(MegatronMoeConfig):
         self._check_moe()
         return self
 
+    def start_pretrain_steps(self) -> int:
+        return self.tiny_start_steps
+
     def first_eval_samples(self) -> int:
-        """6.1.0's first evaluation point: GBS x floor(42 + 24576 / GBS) sequences."""
+        """6.1.0's first evaluation point: GBS x floor(42 + 24576 / GBS) sequences (or the field)."""
         gbs = self.global_batch_size
-        return gbs * math.floor(42 + 24576 / gbs)
+        return self.eval_first_samples or gbs * math.floor(42 + 24576 / gbs)
+
+    def next_eval_step(self, step: int) -> int:
+        first = math.ceil(self.first_eval_samples() / self.global_batch_size)
+        return first if step < first else step + self.eval_interval_steps

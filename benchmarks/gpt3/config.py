@@ -128,3 +128,6 @@ class Gpt3Config(MegatronGptConfig):
     def start_step(self) -> int:
         assert self.init_checkpoint_step is not None  # derived above
         return self.init_checkpoint_step
+
+    def start_pretrain_steps(self) -> int:
+        return self.reference_checkpoint_step

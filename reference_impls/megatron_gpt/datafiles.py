@@ -2,7 +2,8 @@
 
 Tiny (`prepare` writes it):
     c4_synth_train_00.{bin,idx}, c4_synth_train_01.{bin,idx}, c4_synth_validation.{bin,idx}
-    checkpoint/tiny_ckpt.pt        model + Adam state after reference_checkpoint_step steps
+    checkpoint/tiny_ckpt.pt        the starting checkpoint `prepare` pretrains (gpt3: model + Adam
+                                   state; deepseekv3_671b: weights only)
     PREPARED.json                  the one manifest shape (harness/core/data_manifest.py), last
 Full (the user provides it; nothing can be downloaded here): the model provider's FULL_DATA, e.g.
 gpt3: <prefix>.{bin,idx} for the two C4 training prefixes and the validation prefix, and
@@ -33,6 +34,9 @@ class FullData:
     """Where the indexed datasets come from."""
     files: tuple[tuple[str, str], ...] = ()
     """(path relative to the data folder, where it comes from) of every other file read."""
+    start_dir: str = ""
+    """The starting checkpoint's folder (megatron dist_checkpointing) relative to the data
+    folder, for a benchmark that starts from one; its metadata.json is among `files`."""
 
 
 def full_data(config: type) -> FullData:

@@ -115,6 +115,30 @@ def load(model, optimizer, folder: Path, sharding: str = RUN_SHARDING) -> None:
         optimizer.load_state_dict(loaded["optimizer"])
 
 
+def load_weights(model, optimizer, folder: Path) -> None:
+    """Collective. The model's weights only (and persistent buffers: DeepSeek's expert bias), as
+    the reference's `load_optim=False`: the optimizer stays fresh, its fp32 master weights (bf16,
+    distributed optimizer) copied from the loaded ones."""
+    from megatron.core import dist_checkpointing
+
+    sd = {_key(i, len(model)): m.module.sharded_state_dict() for i, m in enumerate(model)}
+    loaded = dist_checkpointing.load(sd, str(folder))
+    for i, m in enumerate(model):
+        m.module.load_state_dict(loaded[_key(i, len(model))])
+    optimizer.reload_model_params()
+
+
+def save_weights(model, folder: Path) -> None:
+    """Collective. The model's sharded weights only: what `load_weights` reads (a converted
+    starting checkpoint's form; tests write one at tiny size)."""
+    from megatron.core import dist_checkpointing
+
+    sd = {_key(i, len(model)): m.module.sharded_state_dict() for i, m in enumerate(model)}
+    _in_process_write_results()
+    _quiet_async_deprecation()
+    dist_checkpointing.save(sd, str(folder))
+
+
 def _prime(optimizer) -> None:
     """Give a fresh torch Adam its state (zeros, step 0; the load overwrites them): without TE or
     Apex, the distributed optimizer reads every param state's `step` when it builds the sharded

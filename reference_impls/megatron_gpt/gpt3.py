@@ -20,6 +20,7 @@ FULL_DATA = FullData(
             "gpt3 README: 'Checkpoint download'), in megatron dist_checkpointing format",
         ),
     ),
+    start_dir=FULL_CHECKPOINT_DIR,
 )
 """C4 tokenized with the reference's SentencePiece model, and the 4000-step reference checkpoint."""
 

@@ -39,7 +39,7 @@ def _init_method(name: str, p, config):
     return None
 
 
-def _global_expert(name: str, first: int) -> str:
+def global_expert(name: str, first: int) -> str:
     """The name with the local expert index made global (first = this EP rank's first expert)."""
     name = _LOCAL_EXPERT.sub(lambda m: f".experts.local_experts.{first + int(m.group(1))}.", name)
     return _GROUPED_EXPERT.sub(lambda m: f".experts.{m.group(1)}.weight{first + int(m.group(2))}", name)
@@ -68,12 +68,9 @@ def _full_shape(p) -> list[int]:
 
 
 def reinit(model, config, seed: int, names) -> int:
-    """Draw `model`'s weights (one GPTModel chunk; `names`: its (global name, param) pairs) again;
-    experts only unless their weights live on the host. Returns how many tensors were drawn."""
-    from megatron.core import parallel_state as ps
-
-    n_local = config.num_moe_experts // ps.get_expert_model_parallel_world_size()
-    first = ps.get_expert_model_parallel_rank() * n_local
+    """Draw `model`'s weights (one GPTModel chunk; `names`: its (global name, param) pairs, experts
+    by global index: model._global_names) again; experts only unless their weights live on the
+    host. Returns how many tensors were drawn."""
     drawn = 0
     for name, p in names:
         expert = not getattr(p, "allreduce", True)
@@ -82,7 +79,7 @@ def reinit(model, config, seed: int, names) -> int:
         init = _init_method(name, p, config)
         if init is None:
             continue
-        key = f"{seed}:{_global_expert(name, first) if expert else name}"
+        key = f"{seed}:{name}"
         with torch.random.fork_rng(devices=[]), torch.no_grad():
             torch.manual_seed(int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little") >> 1)
             full = torch.empty(_full_shape(p), dtype=p.dtype)  # drawn on the host: any device agrees

@@ -20,6 +20,7 @@ size's reference checkpoint and every run checkpoint go through megatron `dist_c
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import math
 import re
 
@@ -53,7 +54,8 @@ def transformer_config(cfg, layout, device: str):
         # (model_parallel_cuda_manual_seed(use_cudagraphable_rng=True)); megatron-core (0.16.1, 0.19.2) reads
         # no TransformerConfig field for it.
         kw.update(cuda_graph_impl="local")
-    return TransformerConfig(
+    config_class = getattr(provider(cfg), "config_class", lambda: TransformerConfig)()
+    return config_class(
         num_layers=cfg.num_layers,
         hidden_size=cfg.hidden_size,
         num_attention_heads=cfg.num_attention_heads,
@@ -63,6 +65,7 @@ def transformer_config(cfg, layout, device: str):
         attention_dropout=cfg.dropout,
         tensor_model_parallel_size=layout.tp,
         **expert_parallel(cfg, layout),
+        **pipeline_layout(cfg, layout),
         pipeline_model_parallel_size=layout.pp,
         virtual_pipeline_model_parallel_size=layout.vp if layout.vp > 1 else None,
         context_parallel_size=layout.cp,
@@ -87,6 +90,18 @@ def expert_parallel(cfg, layout) -> dict:
     return {"expert_model_parallel_size": layout.ep, "expert_tensor_parallel_size": 1}
 
 
+def pipeline_layout(cfg, layout) -> dict:
+    """Where pipeline_split_counts_embedding_and_loss: the config's pipeline units (embedding, the
+    layers, MTP, loss; MegatronMoeConfig.pipeline_units, what the planner prices) cut into PP x VP
+    equal chunks in layer order, as megatron's pipeline_model_parallel_layout (its flat list is in
+    that order: chunk v x PP + p is stage p's v-th). Else megatron's even split of the layers."""
+    if layout.pp * layout.vp == 1 or not getattr(cfg, "pipeline_split_counts_embedding_and_loss", False):
+        return {}
+    units = ["decoder" if isinstance(u, int) else u for u in cfg.pipeline_units()]
+    n = len(units) // (layout.pp * layout.vp)  # layout.derive checked that it divides
+    return {"pipeline_model_parallel_layout": [units[i : i + n] for i in range(0, len(units), n)]}
+
+
 def layer_spec(cfg, device: str, tcfg=None, vp_stage=None):
     """The provider's layer spec (or, for mixtures of experts, the block spec of the stage's
     layers: `tcfg` and `vp_stage` say which): with Transformer Engine on a GPU host that has it,
@@ -108,6 +123,15 @@ def layer_spec(cfg, device: str, tcfg=None, vp_stage=None):
             return provider(cfg).layer_spec(cfg, False, tcfg, vp_stage)
         return provider(cfg).layer_spec(cfg, True, tcfg, vp_stage)
     return provider(cfg).layer_spec(cfg, False, tcfg, vp_stage)
+
+
+def _extra_model_fields(cfg, tcfg, spec, device: str, vp_stage) -> dict:
+    """GPTModel arguments that need the built config and spec (DeepSeek-V3's MTP block)."""
+    hook = getattr(provider(cfg), "extra_model_fields", None)
+    if hook is None:
+        return {}
+    te = device.startswith("cuda") and importlib.util.find_spec("transformer_engine") is not None
+    return hook(cfg, tcfg, spec, te, vp_stage)
 
 
 def padded_vocab(cfg, tp: int) -> int:
@@ -150,6 +174,7 @@ def build(cfg, layout, device: str, seed: int = 0):
             post_process=ps.is_pipeline_last_stage(ignore_virtual=vp is None, vp_stage=vp_stage),
             vp_stage=vp_stage,
             **provider(cfg).model_fields(cfg),
+            **_extra_model_fields(cfg, tcfg, spec, device, vp_stage),
         )
         if tcfg.num_moe_experts:  # the same model at every layout (layout_init.py)
             layout_init.reinit(m, tcfg, seed, _global_names(m))
@@ -244,15 +269,24 @@ def _adam_slots(optimizer) -> dict:
 
 
 def _global_names(chunk_module):
-    """(global name, param): layer numbers made global (PP/VP offsets), tied copy renamed."""
+    """(global name, tensor) of every parameter and of the routers' expert bias (a persistent
+    buffer DeepSeek-V3's checkpoint carries): layer numbers made global (PP/VP offsets), experts
+    by global index (EP), the tied copy renamed."""
     from megatron.core import parallel_state as ps
 
-    for name, p in chunk_module.named_parameters():
-        gname = name
-        m = _LAYER.match(name)
+    experts = chunk_module.config.num_moe_experts
+    first = (
+        ps.get_expert_model_parallel_rank() * experts // ps.get_expert_model_parallel_world_size()
+        if experts
+        else 0
+    )
+    biases = [(n, b) for n, b in chunk_module.named_buffers() if n.endswith("router.expert_bias")]
+    for name, p in [*chunk_module.named_parameters(), *biases]:
+        gname = layout_init.global_expert(name, first) if not getattr(p, "allreduce", True) else name
+        m = _LAYER.match(gname)
         if m:
             layer = chunk_module.decoder.layers[int(m.group(1))]
-            gname = _LAYER.sub(f"decoder.layers.{layer.layer_number - 1}.", name)
+            gname = _LAYER.sub(f"decoder.layers.{layer.layer_number - 1}.", gname)
         tied = chunk_module.share_embeddings_and_output_weights  # gpt3; llama31_8b's are untied
         if tied and gname == "output_layer.weight" and not ps.is_pipeline_first_stage():
             gname = "embedding.word_embeddings.weight"  # tied copy on the last stage
@@ -270,7 +304,7 @@ def tiny_state(model, optimizer, step: int, consumed_samples: int) -> dict:
     """Checkpoint of a TP=1 PP=1 DP=1 model: plain tensors (torch.load(weights_only=True) reads it).
     Adam's step is stored per parameter whichever Adam wrote it (adam_step.py), so a checkpoint
     written with torch Adam (CPU) loads into TE's FusedAdam (GPU) and back."""
-    slots = _adam_slots(optimizer)
+    slots = _adam_slots(optimizer) if optimizer is not None else {}  # None: weights only
     params, adam = {}, {}
     for chunk in model:
         for gname, p in _global_names(unwrap(chunk)):

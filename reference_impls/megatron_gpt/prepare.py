@@ -1,9 +1,12 @@
 """`python -m reference_impls.megatron_gpt.prepare --plan PLAN.json`: make plan.data_dir ready (untimed).
 
 Tiny: write the synthetic Markov corpus (data.py); where the benchmark starts from a checkpoint
-(gpt3; not llama31_8b, pretrained from scratch), pretrain it the way the reference's checkpoint was made (reference_checkpoint_step steps at reference_global_batch_size,
-same optimizer and schedule, from a fixed seed), save it loadable with
-`torch.load(weights_only=True)`, and write PREPARED.json last. Deterministic: same config, same
+(gpt3, deepseekv3_671b; not llama31_8b or gpt_oss_20b, pretrained from scratch), pretrain it the
+way the reference's checkpoint was made, from a fixed seed (gpt3: reference_checkpoint_step steps
+at reference_global_batch_size, same optimizer and schedule, Adam's state kept; deepseekv3_671b:
+tiny_start_steps at the run's GBS, weights only, as its start is DeepSeek-V3's weights after 50
+router-adapting steps), save it loadable with `torch.load(weights_only=True)`, and write
+PREPARED.json last. Deterministic: same config, same
 bytes (single process, one thread).
 Full: check the C4 + checkpoint layout and raise ConfigError naming the first missing file and
 where it comes from (nothing is downloaded); then PREPARED.json with their sizes.
@@ -29,6 +32,9 @@ PRETRAIN_SEED = 4000  # data order and init of the checkpoint run
 # recipe, not the submitter's tuned LR); warmup/decay are the config's reference_* numbers, so the
 # run continues the same schedule shape at init_checkpoint_step. Calibrated: see reference_impls/gpt3/README.md.
 PRETRAIN_LR = 1.0e-2
+# deepseekv3_671b's tiny start: the tiny config's own peak LR (its schedule: warmup 4, cosine over
+# max_steps), so the pretraining is the first tiny_start_steps of a run from scratch.
+WEIGHTS_PRETRAIN_LR = 3.0e-3
 
 
 def check_full(data_dir: Path, name: str, full: datafiles.FullData) -> list[Path]:
@@ -46,16 +52,19 @@ def check_full(data_dir: Path, name: str, full: datafiles.FullData) -> list[Path
 
 
 def pretrain_config(plan: RunPlan):
-    """The run's config at the reference GBS, so warmup/decay are the reference's own numbers, in
-    one process (no model parallelism; one microbatch per step)."""
+    """gpt3: the run's config at the reference GBS, so warmup/decay are the reference's own
+    numbers; weights-only starts: the run's GBS at WEIGHTS_PRETRAIN_LR. In one process (no model
+    parallelism; one microbatch per step)."""
     values = dict(plan.config)
     for k in ("opt_learning_rate_warmup_steps", "opt_learning_rate_decay_steps", "init_checkpoint_step"):
         values.pop(k, None)
     values.pop("opt_end_learning_rate", None)
+    weights_only = bench.of(plan).config.START_WEIGHTS_ONLY
+    gbs = values["global_batch_size" if weights_only else "reference_global_batch_size"]
     values.update(
-        global_batch_size=values["reference_global_batch_size"],
-        micro_batch_size=values["reference_global_batch_size"],
-        opt_base_learning_rate=PRETRAIN_LR,
+        global_batch_size=gbs,
+        micro_batch_size=gbs,
+        opt_base_learning_rate=WEIGHTS_PRETRAIN_LR if weights_only else PRETRAIN_LR,
         train_samples_cap=TRAIN_SEQUENCES,
         # every layout degree this config has (a dense model has no expert_model_parallel_size)
         **{f: 1 for f in DEGREES.values() if f in bench.of(plan).config.model_fields},
@@ -103,13 +112,14 @@ def prepare_tiny(plan: RunPlan, log=print) -> Path:
         with tempfile.TemporaryDirectory() as cache:  # megatron's index cache, not in data_dir
             trainset, valid = data.build_datasets(data_dir, cfg, "tiny", PRETRAIN_SEED, Path(cache))
         stepper = train.Stepper(model, optimizer, scheduler, tcfg, cfg, layout, "cpu")
-        steps = cfg.reference_checkpoint_step
+        steps = cfg.start_pretrain_steps()
         for step in range(steps):
             stepper.train_step(train.train_microbatches(trainset, step, layout))
         val = stepper.evaluate(train.eval_microbatches(valid, 0, 1, gbs))
         ckpt = data_dir / datafiles.CHECKPOINT
         ckpt.parent.mkdir(parents=True, exist_ok=True)
-        torch.save(gmodel.tiny_state(model, optimizer, steps, steps * gbs), ckpt)
+        adam = not cfg.START_WEIGHTS_ONLY  # a weights-only start leaves Adam's state behind
+        torch.save(gmodel.tiny_state(model, optimizer if adam else None, steps, steps * gbs), ckpt)
     finally:
         train._teardown()
         if own_group:

@@ -221,15 +221,13 @@ def _optimizer_bytes(optimizer) -> int:
 
 def _full_size(chunk, tp: int, ep: int = 1) -> int:
     """Parameters of this chunk in the unsharded model: TP-split tensors count TP times,
-    replicated ones once, the last stage's copy of the tied word embedding not at all; a rank's
-    experts (megatron marks their params allreduce=False) are 1/EP of the layer's (expert TP 1)."""
+    replicated ones once, the last stage's copy of the word embedding (tied output layer, or MTP's
+    input embedding) not at all; a rank's experts (megatron marks their params allreduce=False)
+    are 1/EP of the layer's (expert TP 1)."""
     n = 0
     for name, p in chunk.named_parameters():
-        if (
-            name == "output_layer.weight"
-            and chunk.share_embeddings_and_output_weights
-            and not chunk.pre_process
-        ):
+        tied = name == "output_layer.weight" and chunk.share_embeddings_and_output_weights
+        if (tied or name == "embedding.word_embeddings.weight") and not chunk.pre_process:
             continue
         if not getattr(p, "allreduce", True):
             n += p.numel() * ep

@@ -221,7 +221,6 @@ def run(rt: Runtime[MegatronGptConfig]) -> RunOutcome:
     val_batches = eval_microbatches(valid, data_rank(layout), layout.dp, layout.micro_batch_size)
 
     seq, gbs = cfg.max_sequence_length, cfg.global_batch_size
-    every = cfg.eval_interval_steps
     cap_steps = cfg.train_samples_cap // gbs  # the sequences GPTDataset drew
     max_steps = min(cfg.stop_step() or cap_steps, cap_steps)
     # Progress as the benchmark's rules count it: gpt3 in tokens (`epoch_num`, blocks with
@@ -242,7 +241,7 @@ def run(rt: Runtime[MegatronGptConfig]) -> RunOutcome:
     try:
         while step < max_steps and not stopping:
             first = step
-            steps = min(every, max_steps - step)
+            steps = min(cfg.next_eval_step(step) - step, max_steps - step)
             log.start("block_start", metadata=block(first, steps))
             reports: list = []  # steps >= 1: the last step's reports
             for _ in range(steps):
@@ -296,12 +295,15 @@ def start_model(rt):
     model, optimizer, scheduler, tcfg = gmodel.build(rt.cfg, plan.layout, rt.device, plan.seed)
     if not rt.cfg.FROM_CHECKPOINT:
         pass  # pretraining from the init (megatron's init_method_std, the seed's RNG)
-    elif plan.size == "tiny":
+    elif plan.size == "tiny":  # weights only where prepare saved no Adam state
         state = torch.load(data_dir / datafiles.CHECKPOINT, map_location="cpu", weights_only=True)
         gmodel.load_tiny_state(model, optimizer, state)
     else:
-        start = data_dir / datafiles.FULL_CHECKPOINT_DIR
-        dist_ckpt.load(model, optimizer, start, sharding=dist_ckpt.START_SHARDING)
+        start = data_dir / datafiles.full_data(type(rt.cfg)).start_dir
+        if rt.cfg.START_WEIGHTS_ONLY:  # the reference's load_optim=False
+            dist_ckpt.load_weights(model, optimizer, start)
+        else:
+            dist_ckpt.load(model, optimizer, start, sharding=dist_ckpt.START_SHARDING)
     return model, optimizer, scheduler, tcfg
 
 

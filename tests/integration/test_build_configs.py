@@ -10,7 +10,8 @@ the cuda_graphs RNG defect planted in its build child (exit 2, one line).
 
 The record layouts' figures (formerly the unit test test_full_shapes): GPT-3 175B through
 `model.build` as every pipeline stage of TP4 PP8 VP4 DP16, Llama 2 70B + LoRA under FSDP2 over 64
-ranks, the SD v2 UNet with ZeRO over 64, R-GAT at IGBH-full width, FLUX.1's transformer under FSDP2 over 64 and gpt-oss-20b at TP 2 x EP 8 meet their published sizes, and
+ranks, the SD v2 UNet with ZeRO over 64, R-GAT at IGBH-full width, FLUX.1's transformer under FSDP2 over 64, gpt-oss-20b at TP 2 x EP 8 and DeepSeek-V3 at PP 4 x EP 64 meet
+their published sizes, and
 the planner's per-rank bytes (`harness.planner.params.rank_bytes`) are within 2 % of the build's.
 """
 
@@ -37,6 +38,7 @@ RECORD = {  # the record layouts of the shipped tuned configs
     "gnn": "dgx-h100x8",
     "flux1": "dgx-h100x8",
     "gpt_oss_20b": "dgx-h100x8",  # TP 2 x DP 32, EP 8: a rank holds 4 of each layer's 32 experts
+    "deepseekv3_671b": "dgx-b200x32",  # PP 4 x DP 64, EP 64: 4 of each layer's 256 experts a rank
 }
 
 
@@ -46,8 +48,7 @@ CLI_ONLY = {("gpt3", "dgx-h100x1452")}  # built by the CLI tests below
 def shipped() -> list[tuple[str, str, str]]:
     """(benchmark, system, size) of every shipped config: the full-size tuned ones and tiny."""
     out = []
-    # benchmarks.runs(): those with an implementation to build (deepseekv3_671b ships configs the
-    # planner prices, and has none yet: docs/status.md says so)
+    # benchmarks.runs(): those with an implementation to build
     for bench in benchmarks.runs():
         for f in sorted((REPO / "benchmarks" / bench / "configs").glob("*.yaml")):
             if f.stem == "tiny":
@@ -151,6 +152,11 @@ def test_published_sizes(built):
     # once each although every rank holds 1/EP of them
     oss = built["gpt_oss_20b", RECORD["gpt_oss_20b"]][2]
     assert oss["parameters_total"] == 20_488_415_040
+    # DeepSeek-V3: 671,026,404,352 without MTP (its vocabulary 129,280; the planner, same count),
+    # + 11.6 B of the one MTP layer
+    # (its MoE layer, the 2h -> h projection, norms; the embedding it reads is the first stage's)
+    ds = built["deepseekv3_671b", RECORD["deepseekv3_671b"]][2]
+    assert ds["parameters_total"] == 682_636_472_320
 
 
 def test_gpt3_every_stage_holds_its_share(built):

@@ -45,6 +45,8 @@ CHEAP: dict[str, list[str]] = {
     "llama31_8b": [],
     # Nothing: the same corpus as llama31_8b's (from scratch too).
     "gpt_oss_20b": [],
+    # The starting checkpoint's pretraining: 2 steps instead of 24 (weights only).
+    "deepseekv3_671b": ["tiny_start_steps=2"],
     # The tiny 16-channel VAE: 2 steps instead of 150.
     "flux1": ["tiny_vae_steps=2"],
     # The tiny VAE and the FID/CLIP classifier: 2 steps each instead of 150 and 300.

@@ -57,7 +57,7 @@ MEGATRON = {
     "opt_end_learning_rate": ("build:sched", 1e-5),
     "opt_learning_rate_warmup_steps": ("build:sched", 5),
     "opt_learning_rate_decay_steps": ("build:sched", 300),
-    "eval_interval_samples": ("via:eval_interval_steps", 768),
+    "eval_interval_samples": ("via:next_eval_step", 768),
     "eval_samples": ("data", 128),
     "train_samples_cap": ("read", 1000),
     "checkpoint_interval_steps": ("read", 0),
@@ -97,7 +97,7 @@ FIELDS = {
         "reference_global_batch_size": ("build:sched", 32),
         "reference_warmup_steps": ("build:sched", 20),
         "reference_decay_steps": ("build:sched", 300),
-        "reference_checkpoint_step": ("data", 100),
+        "reference_checkpoint_step": ("via:start_pretrain_steps", 100),  # in DATA's tiny_fields
         "init_checkpoint_step": ("via:start_step", 20),
         "max_steps": ("via:stop_step", 10),
     },
@@ -306,6 +306,7 @@ FIELDS = {
         "moe_grouped_gemm": ("gpu", True),
         "moe_flex_dispatcher": ("gpu", True),
         "expert_model_parallel_size": ("plan", 2, {"micro_batch_size": 8}),  # EP 2 of DP 2
+        "tensor_model_parallel_size": ("plan", 2, {"sequence_parallel": True}),  # MoE: TP needs SP
         "multi_latent_attention": ("fixed", True),
         "q_lora_rank": ("fixed", 32),
         "kv_lora_rank": ("fixed", 16),
@@ -314,5 +315,50 @@ FIELDS = {
         "v_head_dim": ("fixed", 16),
         "mtp_num_layers": ("fixed", 1),
         "pipeline_split_counts_embedding_and_loss": ("fixed", True),
+    },
+    "deepseekv3_671b": {
+        **MEGATRON,
+        **{k: v for k, v in C4_PRETRAIN.items() if k != "opt_learning_rate_warmup_samples"},
+        "tensor_model_parallel_size": ("plan", 2, {"sequence_parallel": True}),  # MoE: TP needs SP
+        "norm_epsilon": ("build:tcfg", 1e-5),  # C4_PRETRAIN's alternative is DeepSeek's default
+        "rotary_base": ("build:tcfg", 50000),  # YaRN's, inside MLA: no model-level rope module
+        "num_layers": ("build:tcfg", 2),  # the tiny model has MEGATRON's 4 layers
+        "num_attention_heads": ("build:tcfg", 8),
+        "ffn_hidden_size": ("build:tcfg", 64),  # the dense first layer's
+        "num_query_groups": ("fixed", 4),
+        "kv_channels": ("fixed", 8),
+        "window_size": ("fixed", 8),
+        "window_attn_skip_freq": ("fixed", 2),
+        "attention_sinks": ("fixed", True),
+        "add_bias_linear": ("fixed", True),
+        "multi_latent_attention": ("fixed", False),
+        "q_lora_rank": ("build:tcfg", 16),
+        "kv_lora_rank": ("build:tcfg", 8),
+        "qk_head_dim": ("build:tcfg", 8),
+        "qk_pos_emb_head_dim": ("build:tcfg", 4),
+        "v_head_dim": ("build:tcfg", 8),
+        "num_moe_experts": ("build:tcfg", 4, {"moe_router_num_groups": 2, "moe_router_group_topk": 1}),
+        "moe_router_topk": ("build:tcfg", 3),
+        "moe_ffn_hidden_size": ("build:tcfg", 16),
+        "moe_router_score_function": ("build:tcfg", "softmax", {"moe_router_enable_expert_bias": False}),
+        "moe_router_enable_expert_bias": ("build:tcfg", False),
+        "moe_router_num_groups": ("build:tcfg", 2, {"moe_router_group_topk": 1}),
+        "moe_router_group_topk": ("build:tcfg", 1),
+        "moe_shared_expert_intermediate_size": ("build:tcfg", 64),
+        "moe_first_dense_layers": ("build:tcfg", 2),
+        "moe_aux_loss_coeff": ("build:tcfg", 0.02),  # a closed rule: --set refuses it (rulesets)
+        "mtp_num_layers": ("build:tcfg", 0),
+        "moe_token_dispatcher_type": ("build:tcfg", "allgather"),
+        "moe_grouped_gemm": ("gpu", True),
+        "moe_flex_dispatcher": ("gpu", True),
+        "expert_model_parallel_size": ("plan", 2, {"micro_batch_size": 8}),  # EP 2 of DP 2
+        # without MTP, 4 layers + embedding and loss: 6 units in 2 stages of 3 (or 4 layers in 2)
+        "pipeline_split_counts_embedding_and_loss": (
+            "build:tcfg",
+            True,
+            {"pipeline_model_parallel_size": 2, "mtp_num_layers": 0},
+        ),
+        "eval_first_samples": ("via:next_eval_step", 192),
+        "tiny_start_steps": ("via:start_pretrain_steps", 12),  # in DATA's tiny_fields
     },
 }

@@ -167,6 +167,7 @@ PROBES = {
     "gpt3": functools.partial(_probe_megatron, "gpt3"),
     "llama31_8b": functools.partial(_probe_megatron, "llama31_8b"),
     "gpt_oss_20b": functools.partial(_probe_megatron, "gpt_oss_20b"),
+    "deepseekv3_671b": functools.partial(_probe_megatron, "deepseekv3_671b"),
 }
 
 # The Megatron-GPT family's model, optimizer, scheduler and DDP are built by megatron-core, whose
