@@ -41,18 +41,12 @@ def config_class():
 
 
 def transformer_fields(cfg) -> dict:
-    import torch.nn.functional as F
-
+    """The architecture's TransformerConfig (MLATransformerConfig) fields."""
     moe = gpt_oss.moe_fields(cfg)
     if cfg.moe_aux_loss_coeff:
         moe["moe_router_load_balancing_type"] = "seq_aux_loss"
     return {
-        "normalization": "RMSNorm",
-        "layernorm_epsilon": cfg.norm_epsilon,
-        "add_bias_linear": False,
-        "gated_linear_unit": True,
-        "activation_func": F.silu,
-        "bias_activation_fusion": False,
+        **llama31.rmsnorm_swiglu(cfg),
         "masked_softmax_fusion": False,
         "multi_latent_attention": True,
         "q_lora_rank": cfg.q_lora_rank or None,

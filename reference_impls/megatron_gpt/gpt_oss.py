@@ -17,18 +17,11 @@ TIED_EMBEDDINGS = False
 
 def transformer_fields(cfg) -> dict:
     """The architecture's TransformerConfig fields."""
-    import torch.nn.functional as F
-
     window = {}
     if cfg.window_size:  # megatron: (left, right) tokens; the full layers are every N-th one
         window = {"window_size": (cfg.window_size, 0), "window_attn_skip_freq": cfg.window_attn_skip_freq}
     return {
-        "normalization": "RMSNorm",
-        "layernorm_epsilon": cfg.norm_epsilon,
-        "add_bias_linear": cfg.add_bias_linear,
-        "gated_linear_unit": True,
-        "activation_func": F.silu,
-        "bias_activation_fusion": False,  # megatron's fused SwiGLU kernel is CUDA's
+        **llama31.rmsnorm_swiglu(cfg, cfg.add_bias_linear),
         "masked_softmax_fusion": False,  # the windowed mask is built by the unfused softmax
         "num_query_groups": cfg.num_query_groups,
         "kv_channels": cfg.head_dim,

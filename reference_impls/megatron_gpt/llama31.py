@@ -22,19 +22,23 @@ FULL_DATA = FullData(
 TIED_EMBEDDINGS = False
 
 
-def transformer_fields(cfg) -> dict:
-    """The architecture's TransformerConfig fields."""
+def rmsnorm_swiglu(cfg, bias: bool = False) -> dict:
+    """RMSNorm and SwiGLU MLPs: what Llama 3.1, gpt-oss and DeepSeek-V3 share."""
     import torch.nn.functional as F
 
     return {
         "normalization": "RMSNorm",
         "layernorm_epsilon": cfg.norm_epsilon,
-        "add_bias_linear": False,
+        "add_bias_linear": bias,
         "gated_linear_unit": True,
         "activation_func": F.silu,
         "bias_activation_fusion": False,  # megatron's fused SwiGLU kernel is CUDA's; the CPU runs it eagerly
-        "num_query_groups": cfg.num_query_groups,
     }
+
+
+def transformer_fields(cfg) -> dict:
+    """The architecture's TransformerConfig fields."""
+    return {**rmsnorm_swiglu(cfg), "num_query_groups": cfg.num_query_groups}
 
 
 def layer_spec(cfg, te: bool, tcfg=None, vp_stage=None):
