@@ -24,6 +24,10 @@ gpt-oss-20b (gpt_oss_20b): one MoE layer with the benchmark's provider (megatron
 router, 32 SwiGLU experts of width 2880 top-4, the all-to-all dispatcher on one rank, GQA 64/8 heads
 of width 64, RoPE), sequence 8192, micro-batch 1, bf16, forward + backward; FLOPs of the active
 path (4 of the 32 experts).
+DeepSeek-V3 (deepseekv3_671b): one MoE layer with the benchmark's provider (megatron_gpt/deepseek.py:
+MLA at full width, the sigmoid router with expert bias and 8 groups, all 256 experts of width 2048
+top-8 and the shared expert on one rank, which does the routed work of one EP 64 rank), sequence
+4096, micro-batch 1, bf16; FLOPs of the active path (8 of 256 experts + the shared one).
 Each row names its `path`; a row whose library is missing is `skipped` with the reason.
 """
 
@@ -56,6 +60,22 @@ GPT_OSS_TOY = dict(
     moe_router_topk=2,
     moe_ffn_hidden_size=64,
     window_size=16,
+    max_sequence_length=32,
+)
+DEEPSEEK_TOY = dict(
+    hidden_size=64,
+    num_attention_heads=4,
+    q_lora_rank=32,
+    kv_lora_rank=16,
+    qk_head_dim=16,
+    qk_pos_emb_head_dim=8,
+    v_head_dim=16,
+    num_moe_experts=8,
+    moe_router_topk=2,
+    moe_router_num_groups=4,
+    moe_router_group_topk=2,
+    moe_ffn_hidden_size=32,
+    moe_shared_expert_intermediate_size=32,
     max_sequence_length=32,
 )
 LLAMA_TOY = dict(
@@ -146,6 +166,24 @@ def gpt_oss_config(smoke: bool):
     )
 
 
+def deepseek_config(smoke: bool):
+    """One DeepSeek-V3 MoE layer (the 4th of 61: a MoE layer, no MTP), sequence 4096, MBS 1, bf16:
+    the dgx-b200x32 config's microbatch. Its 256 experts on one rank route 4096 x 8 tokens, what an
+    EP 64 rank's 4 experts receive from the group on average."""
+    from benchmarks.deepseekv3_671b.config import DeepseekV3Config
+
+    return DeepseekV3Config(
+        num_layers=1,
+        moe_first_dense_layers=0,
+        mtp_num_layers=0,
+        pipeline_split_counts_embedding_and_loss=False,
+        global_batch_size=15360,
+        micro_batch_size=1,
+        precision="bf16",
+        **(DEEPSEEK_TOY if smoke else {}),
+    )
+
+
 FLUX_TOY = dict(heads=4, head_dim=16, axes=(4, 6, 6), image_side=4, text=8, batch=2)
 FLUX_FULL = dict(heads=24, head_dim=128, axes=(16, 56, 56), image_side=16, text=256, batch=16)
 """The reference's block shapes (diffusers defaults = FLUX.1-schnell: axes_dims_rope (16, 56, 56));
@@ -227,7 +265,8 @@ def _mcore_layer(ctx, cfg, flop: float, fp8: bool) -> dict:
         params = list(block.parameters())
         kw = {"fp32_output": False} if tcfg.bf16 else {}
         rope = gm.provider(cfg).model_fields(cfg)
-        if rope.get("position_embedding_type") == "rope":  # GPTModel makes these for its decoder
+        mla = tcfg.multi_latent_attention  # MLA makes its own (YaRN) rotary embedding, as in GPTModel
+        if rope.get("position_embedding_type") == "rope" and not mla:  # GPTModel makes these for its decoder
             from megatron.core.models.common.embeddings.rotary_pos_embedding import RotaryEmbedding
 
             emb = RotaryEmbedding(
@@ -271,6 +310,16 @@ def _mcore_gpt_oss(ctx) -> dict:
     each: moe_grouped_gemm ships off), its FLOPs the active path's (4 of 32 experts)."""
     cfg = gpt_oss_config(ctx.smoke)
     cost = benchmarks.get("gpt_oss_20b").cost
+    s = cfg.max_sequence_length
+    layer = cost.fwd_flops(cfg) - s * 2 * cfg.vocab_size * cfg.hidden_size  # without the logits
+    return _mcore_layer(ctx, cfg, 3.0 * cfg.micro_batch_size * layer, False)
+
+
+def _mcore_deepseek(ctx) -> dict:
+    """One DeepSeek-V3 MoE layer (MLA, router, the all-to-all dispatcher on one rank, 256 SwiGLU
+    experts one GEMM each: moe_grouped_gemm ships off), its FLOPs the active path's."""
+    cfg = deepseek_config(ctx.smoke)
+    cost = benchmarks.get("deepseekv3_671b").cost
     s = cfg.max_sequence_length
     layer = cost.fwd_flops(cfg) - s * 2 * cfg.vocab_size * cfg.hidden_size  # without the logits
     return _mcore_layer(ctx, cfg, 3.0 * cfg.micro_batch_size * layer, False)
@@ -394,6 +443,12 @@ def checks(ctx) -> Iterator[Check]:
             f"megatron-core TransformerBlock, gpt_oss_20b's provider (one MoE layer, 32 experts top-4), {spec}",
             no_mcore,
             lambda: _mcore_gpt_oss(ctx),
+        ),
+        (
+            "deepseek_layer/mcore/bf16",
+            f"megatron-core TransformerBlock, deepseekv3_671b's provider (MLA, 256 experts top-8 + shared), {spec}",
+            no_mcore,
+            lambda: _mcore_deepseek(ctx),
         ),
         (
             "llama31_layer/mcore/bf16",

@@ -131,6 +131,16 @@ def test_smoke_layers_and_steps_ran_with_their_flops(smoke):
     # 4 x 8 heads x 16 over the 16-token window; x 32 tokens, x 3 with the backward
     per_token = 2 * 64 * 192 + 2 * 128 * 64 + 2 * 64 * 8 + 2 * 2 * 3 * 64 * 64 + 2 * 3 * 64 + 4 * 8 * 16 * 16
     assert oss.figures["flops_per_step"] == 3.0 * 32 * per_token
+    ds = by_name["deepseek_layer/mcore/bf16"]  # MLA, sigmoid router in 4 groups, 8 toy experts top-2 + shared
+    assert ds.status == "ok", ds.detail
+    # forward per token: q down 2 x 64 x 32 and up 2 x 32 x 4 x 24, kv down 2 x 64 x 24 and up
+    # 2 x 16 x 4 x 32, projection 2 x 64 x 64, router 2 x 64 x 8, two experts and the shared one
+    # 3 x 2 x 3 x 64 x 32, the norms the cost model counts as active (input, pre-MLP, the q and kv
+    # latents', final: 2 x (64 + 64 + 32 + 16 + 64));
+    # attention 2 x 4 heads x (24 + 16) x 32 tokens; x 32 tokens, x 3 with the backward
+    mla = 2 * 64 * 32 + 2 * 32 * 96 + 2 * 64 * 24 + 2 * 16 * 128 + 2 * 64 * 64
+    per_token = mla + 2 * 64 * 8 + 3 * 2 * 3 * 64 * 32 + 2 * (64 + 64 + 32 + 16 + 64) + 2 * 4 * 40 * 32
+    assert ds.figures["flops_per_step"] == 3.0 * 32 * per_token
     for name in (
         "flux1_block/double/bf16",
         "flux1_block/single/bf16",
