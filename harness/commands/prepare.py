@@ -19,7 +19,8 @@ from harness.core.errors import OK
 @click.option(
     "--system",
     default=None,
-    help="System whose config shapes the data (default: cpu-local for tiny, dgx-h100x8 for full).",
+    help="System whose config shapes the data (default: cpu-local for tiny; for full dgx-h100x8, or the "
+    "benchmark's first shipped system where it ships no dgx-h100x8 config).",
 )
 @opt.ruleset
 @opt.round_name
@@ -33,7 +34,7 @@ def prepare(benchmark, size, data_dir, system, ruleset, round_name, force):
     from harness.run import execute
 
     bench = benchmarks.get(benchmark)
-    system = system or ("cpu-local" if size == "tiny" else "dgx-h100x8")
+    system = system or _default_system(bench, size)
     with tempfile.TemporaryDirectory(prefix="mlperf-prepare-") as tmp:
         r = execute.resolve(
             bench,
@@ -55,3 +56,12 @@ def prepare(benchmark, size, data_dir, system, ruleset, round_name, force):
         execute.prepare(bench, r.plans, r.system)
         click.echo(f"{bench.name} ({size}) data ready in {plan.data_dir}")
     return OK
+
+
+def _default_system(bench, size: str) -> str:
+    """A system the benchmark's full size fits: full data does not depend on the layout, but the
+    plan that names its folder needs one (deepseekv3_671b's 671 B fit no 64-GPU H100 layout)."""
+    if size == "tiny":
+        return "cpu-local"
+    shipped = sorted(p.stem for p in bench.configs_dir.glob("*.yaml") if p.stem != "tiny")
+    return "dgx-h100x8" if "dgx-h100x8" in shipped or not shipped else shipped[0]

@@ -136,6 +136,7 @@ def save_weights(model, folder: Path) -> None:
     sd = {_key(i, len(model)): m.module.sharded_state_dict() for i, m in enumerate(model)}
     _in_process_write_results()
     _quiet_async_deprecation()
+    Path(folder).mkdir(parents=True, exist_ok=True)  # megatron writes into an existing, empty folder
     dist_checkpointing.save(sd, str(folder))
 
 

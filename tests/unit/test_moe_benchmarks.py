@@ -270,6 +270,18 @@ def test_a_system_too_small_for_deepseek_is_said_in_one_line(capsys):
     assert code == 0 and json.loads(out)["benchmark"] == "deepseekv3_671b"
 
 
+def test_prepare_full_names_the_starting_checkpoint_and_its_conversion(capsys, tmp_path):
+    """`mlperf prepare deepseekv3_671b --size full` as written (no --system: its own shipped system,
+    since 671 B fit no dgx-h100x8 layout): one line naming every missing file and its source."""
+    code, out, err = _mlperf(
+        capsys, "prepare", "deepseekv3_671b", "--size", "full", "--data-dir", str(tmp_path)
+    )
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "deepseekv3_mcore/metadata.json (from the MLCommons DeepSeek-V3 starting checkpoint" in err
+    assert "run_conversion.sh" in err and "tokenizer/tokenizer.json" in err
+    assert list(tmp_path.iterdir()) == []  # nothing written into the user's folder
+
+
 def test_a_scratch_copy_with_a_moe_shape_changes_the_count():
     """The count follows the config (a cached shape must not hide a change)."""
     cost = OSS.cost
