@@ -108,6 +108,8 @@ def validation_message(err: ValidationError, model: type[BaseModel], source: str
         owner, _ = model_at(model, e["loc"])  # suggest from the key's own level
         keys = list(owner.model_fields) if owner is not None else []
         return f"{source}: unknown key '{loc}'{suggest(str(e['loc'][-1]), keys)}"
+    if not loc:  # a check across fields (a model validator): its message names them
+        return f"{source}: {e['msg'].removeprefix('Value error, ')}"
     return f"{source}: field '{loc}': {e['msg']}"
 
 

@@ -82,6 +82,10 @@ BAD = [
         "fsdp=false (--set) cannot run with ranks 64",
     ),
     (["systems", "show", "nope"], "unknown system"),
+    (  # a check across fields says what it needs, with no empty field name before it
+        ["run", "gpt_oss_20b", "--nproc-per-node", "2", "--set", "tensor_model_parallel_size=2", "--dry-run"],
+        "error: gpt_oss_20b config: a mixture of experts at tensor_model_parallel_size > 1 needs sequence_parallel=true",
+    ),
     (["run", "gpt3", "--runs", "3000000000", "--dry-run"], "--runs 3000000000: give 1 to 100 runs"),
     (["run", "gpt3", "--runs", "0", "--dry-run"], "--runs 0: give 1 to 100 runs"),
     (["run", "gpt3", "--seed", str(2**66), "--dry-run"], f"--seed {2**66}: give 0 to 2147483645"),
