@@ -41,8 +41,18 @@ RUN_SHARDING = "dp_reshardable"
 START_SHARDING = "fully_reshardable"
 
 
+def _model_sharded(model) -> dict:
+    """The model's sharded state, one entry per chunk under megatron's own names."""
+    return {_key(i, len(model)): m.module.sharded_state_dict() for i, m in enumerate(model)}
+
+
+def _load_model(model, loaded: dict) -> None:
+    for i, m in enumerate(model):
+        m.module.load_state_dict(loaded[_key(i, len(model))])
+
+
 def _sharded(model, optimizer, is_loading: bool, sharding: str) -> dict:
-    sd = {_key(i, len(model)): m.module.sharded_state_dict() for i, m in enumerate(model)}
+    sd = _model_sharded(model)
     meta = {"distrib_optim_sharding_type": sharding}  # read by the distributed optimizer only
     sd["optimizer"] = optimizer.sharded_state_dict(sd, is_loading=is_loading, metadata=meta)
     return sd
@@ -109,8 +119,7 @@ def load(model, optimizer, folder: Path, sharding: str = RUN_SHARDING) -> None:
     _prime(optimizer)
     _keep_torch_adam_step()
     loaded = dist_checkpointing.load(_sharded(model, optimizer, True, sharding), str(folder))
-    for i, m in enumerate(model):
-        m.module.load_state_dict(loaded[_key(i, len(model))])
+    _load_model(model, loaded)
     with torch.no_grad():  # fp32 master weights are views of the params: an in-place copy
         optimizer.load_state_dict(loaded["optimizer"])
 
@@ -121,10 +130,7 @@ def load_weights(model, optimizer, folder: Path) -> None:
     distributed optimizer) copied from the loaded ones."""
     from megatron.core import dist_checkpointing
 
-    sd = {_key(i, len(model)): m.module.sharded_state_dict() for i, m in enumerate(model)}
-    loaded = dist_checkpointing.load(sd, str(folder))
-    for i, m in enumerate(model):
-        m.module.load_state_dict(loaded[_key(i, len(model))])
+    _load_model(model, dist_checkpointing.load(_model_sharded(model), str(folder)))
     optimizer.reload_model_params()
 
 
@@ -133,11 +139,10 @@ def save_weights(model, folder: Path) -> None:
     starting checkpoint's form; tests write one at tiny size)."""
     from megatron.core import dist_checkpointing
 
-    sd = {_key(i, len(model)): m.module.sharded_state_dict() for i, m in enumerate(model)}
     _in_process_write_results()
     _quiet_async_deprecation()
     Path(folder).mkdir(parents=True, exist_ok=True)  # megatron writes into an existing, empty folder
-    dist_checkpointing.save(sd, str(folder))
+    dist_checkpointing.save(_model_sharded(model), str(folder))
 
 
 def _prime(optimizer) -> None:

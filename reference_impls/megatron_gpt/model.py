@@ -20,7 +20,6 @@ size's reference checkpoint and every run checkpoint go through megatron `dist_c
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import math
 import re
 
@@ -104,25 +103,29 @@ def pipeline_layout(cfg, layout) -> dict:
 
 def layer_spec(cfg, device: str, tcfg=None, vp_stage=None):
     """The provider's layer spec (or, for mixtures of experts, the block spec of the stage's
-    layers: `tcfg` and `vp_stage` say which): with Transformer Engine on a GPU host that has it,
-    else local."""
-    if device.startswith("cuda"):
-        try:
-            import transformer_engine  # noqa: F401
-        except ImportError:
-            # What only Transformer Engine implements (FP8, userbuffers, its RNG tracker for CUDA
-            # graphs): refused on a host without it rather than dropped.
-            need = [k for k in ("fp8", "cuda_graphs", "tp_comm_overlap") if getattr(cfg, k)]
-            if need:
-                from harness.core.errors import ConfigError
+    layers: `tcfg` and `vp_stage` say which): with Transformer Engine where `use_te`, else local."""
+    return provider(cfg).layer_spec(cfg, use_te(cfg, device), tcfg, vp_stage)
 
-                raise ConfigError(
-                    f"{need[0]}: Transformer Engine is not installed; "
-                    "pip install --no-build-isolation -e '.[gpu]' on the GPU host"
-                ) from None
-            return provider(cfg).layer_spec(cfg, False, tcfg, vp_stage)
-        return provider(cfg).layer_spec(cfg, True, tcfg, vp_stage)
-    return provider(cfg).layer_spec(cfg, False, tcfg, vp_stage)
+
+def use_te(cfg, device: str) -> bool:
+    """Transformer Engine's modules: on a GPU host that has TE. What only TE implements (FP8,
+    userbuffers, its RNG tracker for CUDA graphs) is refused on a GPU host without it rather
+    than dropped."""
+    if not device.startswith("cuda"):
+        return False
+    try:
+        import transformer_engine  # noqa: F401
+    except ImportError:
+        need = [k for k in ("fp8", "cuda_graphs", "tp_comm_overlap") if getattr(cfg, k)]
+        if need:
+            from harness.core.errors import ConfigError
+
+            raise ConfigError(
+                f"{need[0]}: Transformer Engine is not installed; "
+                "pip install --no-build-isolation -e '.[gpu]' on the GPU host"
+            ) from None
+        return False
+    return True
 
 
 def _extra_model_fields(cfg, tcfg, spec, device: str, vp_stage) -> dict:
@@ -130,8 +133,7 @@ def _extra_model_fields(cfg, tcfg, spec, device: str, vp_stage) -> dict:
     hook = getattr(provider(cfg), "extra_model_fields", None)
     if hook is None:
         return {}
-    te = device.startswith("cuda") and importlib.util.find_spec("transformer_engine") is not None
-    return hook(cfg, tcfg, spec, te, vp_stage)
+    return hook(cfg, tcfg, spec, use_te(cfg, device), vp_stage)
 
 
 def padded_vocab(cfg, tp: int) -> int:
