@@ -406,6 +406,22 @@ def check_as_tree(result_file, dest: Path) -> dict:
     return json.loads(r.stdout)
 
 
+def worker_result(worker: Path, *args: str, nproc: int | None = None, timeout: float = 600) -> dict:
+    """Run a test worker script (under torchrun with `nproc` ranks, else one plain process), which
+    must exit 0, and return the JSON of the one `RESULT {...}` line it prints."""
+    launch = ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"] if nproc else []
+    r = subprocess.run(
+        [sys.executable, *launch, str(worker), *args],
+        cwd=REPO,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
+    return json.loads(r.stdout.split("RESULT ", 1)[1].splitlines()[0])
+
+
 def run_probe(script: str, *args: str, stdin: str | None = None, timeout: float = 600):
     """Run `script` (a Python snippet, dedented) in a fresh interpreter (megatron's CPU layer patches
     torch process-wide) with `args` as sys.argv[1:]; it prints "PROBE" + one JSON document last.

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -34,6 +33,7 @@ from helpers import (
     shared_data,
     shared_run,
     uninterrupted_run,
+    worker_result,
 )
 
 import benchmarks
@@ -152,17 +152,7 @@ def test_the_full_size_start_loads_weights_written_at_another_layout(tmp_path, t
     the distributed optimizer in bf16 into a model drawn from another seed (deepseek_start_worker.py)."""
     worker = REPO / "tests" / "integration" / "deepseek_start_worker.py"
     data = shared_data(tmp_path_factory, NAME)
-    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-    r = subprocess.run(
-        [*argv, str(worker), str(data), str(tmp_path / "weights")],
-        cwd=REPO,
-        env=env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
-    res = json.loads(r.stdout.split("RESULT ", 1)[1].splitlines()[0])
+    res = worker_result(worker, str(data), str(tmp_path / "weights"), nproc=2)
     # the other seed's init is far from the start (~5.5 nats against ~2.95); loaded, the first
     # layout's model to bf16's precision
     assert res["eval_init"] > res["eval_a"] + 1.0, res

@@ -4,24 +4,16 @@ and at another layout. The worker (gpt3_dist_ckpt_worker.py) says what each figu
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
-from gpt3_helpers import REPO, env
+from gpt3_helpers import REPO
+from helpers import worker_result
 
 pytestmark = pytest.mark.slow  # trains or starts rank processes: not in the -m 'not slow' loop
 
 
 def test_saved_checkpoint_holds_master_weights_and_moments_and_reshards(tmp_path):
     worker = REPO / "tests" / "integration" / "gpt3_dist_ckpt_worker.py"
-    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-    r = subprocess.run(
-        [*argv, str(worker), str(tmp_path)], cwd=REPO, env=env(), capture_output=True, text=True, timeout=600
-    )
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
-    res = json.loads(r.stdout.split("RESULT ", 1)[1].splitlines()[0])
+    res = worker_result(worker, str(tmp_path), nproc=2)
     # Each rank's fp32 master weight shards, exp_avg and exp_avg_sq come back bit for bit, with
     # Adam's step (3) per parameter...
     assert res["shards"] > 0 and res["state_equal"] and res["steps_equal"], res

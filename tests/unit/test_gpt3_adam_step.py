@@ -4,29 +4,17 @@ with TE's state layout, since TE does not install without CUDA). gpt3_adam_worke
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO, env
+from helpers import worker_result
 
 
 @pytest.fixture(scope="module")
 def result(tmp_path_factory) -> dict:
     worker = Path(__file__).with_name("gpt3_adam_worker.py")
     folder = tmp_path_factory.mktemp("adam")
-    r = subprocess.run(
-        [sys.executable, str(worker), str(folder)],
-        cwd=REPO,
-        env=env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
-    return json.loads(r.stdout.split("RESULT ", 1)[1].splitlines()[0])
+    return worker_result(worker, str(folder))
 
 
 @pytest.mark.slow
