@@ -212,17 +212,19 @@ def test_gpt3_three_power_runs_train_on_pass_check_and_score_the_summarizers_ene
 
 
 def _sampler_of(driver):
-    """The driver's one sampler process (its short-lived ipmitool children come and go meanwhile)."""
+    """The driver's one sampler process (its short-lived ipmitool children come and go meanwhile).
+    A child caught between fork and exec still shows the sampler's command line, so the sampler is
+    the match whose parent is not itself a match."""
     import psutil
 
-    found = []
+    found = {}
     for c in driver.children(recursive=True):
         try:
             if "harness.run.power.sampler" in c.cmdline():
-                found.append(c)
+                found[c.pid] = (c, c.ppid())
         except (psutil.Error, OSError):  # exited while we looked: an ipmitool call
             continue
-    (sampler,) = found
+    (sampler,) = [c for c, parent in found.values() if parent not in found]
     return sampler
 
 
